@@ -1,0 +1,34 @@
+# The README's two commands: `make book` (the main job) and `make test` (the test suite).
+# Both install what they need first. Runs are offline and at smoke scale unless told otherwise.
+PYTHON ?= python3
+# The torch to install where none is (Colab and other machines keep theirs).
+TORCH ?= torch==2.13.0
+GPT1_SCALE ?= smoke
+export GPT1_SCALE
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+
+.PHONY: install book test lint format clean
+
+install:
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH)"
+	$(PYTHON) -m pip install -q -e ".[book,test]"
+
+# Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html.
+book: install
+	jupyter-book build . -W --keep-going
+
+# Lint, then the unit tests and every chapter through nbmake, in one pytest run.
+test: install lint
+	$(PYTHON) -m pytest --nbmake --nbmake-timeout=1200 tests book
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+format:
+	$(PYTHON) -m ruff format .
+	$(PYTHON) -m ruff check --fix .
+
+clean:
+	rm -rf _build .pytest_cache

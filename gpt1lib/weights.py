@@ -1,0 +1,267 @@
+"""Released GPT-1 weights in and out (PAPER.md §6).
+
+Three layouts:
+
+* the Hugging Face hub repository ``openai-community/openai-gpt`` (``config.json`` +
+  ``model.safetensors``), or a local folder with the same files. Keys like
+  ``h.0.attn.c_attn.weight`` are Conv1D matrices stored (in, out), the transpose of ``nn.Linear``;
+  a ``transformer.`` prefix appears when an LM-head model was saved; the LM head is tied and
+  not stored;
+* the original release: one flat float32 array cut into ``params_0.npy`` .. ``params_9.npy``
+  plus ``params_shapes.json`` (146 shapes: positions, tokens, then 12 arrays per block);
+* export: a gpt1lib model written in the transformers layout, loadable with
+  ``OpenAIGPTLMHeadModel.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .model import GPT, GPTConfig
+
+HUB_ID = "openai-community/openai-gpt"
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+#: Per-block arrays of the original release, in the order of ``params_shapes.json``.
+_ORIGINAL_BLOCK = (
+    "attn.c_attn.weight",
+    "attn.c_attn.bias",
+    "attn.c_proj.weight",
+    "attn.c_proj.bias",
+    "ln_1.weight",
+    "ln_1.bias",
+    "mlp.c_fc.weight",
+    "mlp.c_fc.bias",
+    "mlp.c_proj.weight",
+    "mlp.c_proj.bias",
+    "ln_2.weight",
+    "ln_2.bias",
+)
+
+
+class WeightsMismatchError(ValueError):
+    """A checkpoint does not fit the model: lists every missing, unexpected or misshapen key."""
+
+
+class WeightsUnavailableError(RuntimeError):
+    """The weights could not be fetched (hub unreachable or files missing)."""
+
+
+def config_from_hf(hf: dict) -> GPTConfig:
+    """GPTConfig from a transformers ``config.json`` dictionary."""
+    if hf.get("afn", "gelu") != "gelu":
+        raise ValueError(f"config.json has afn={hf['afn']!r}; GPT-1 uses 'gelu' (the tanh form)")
+    n_special = int(hf.get("gpt1lib_n_special", 0))
+    return GPTConfig(
+        vocab_size=int(hf["vocab_size"]) - n_special,
+        n_special=n_special,
+        n_ctx=int(hf.get("n_positions", hf.get("n_ctx", 512))),
+        n_layer=int(hf["n_layer"]),
+        n_head=int(hf["n_head"]),
+        n_embd=int(hf["n_embd"]),
+        embd_pdrop=float(hf.get("embd_pdrop", 0.1)),
+        attn_pdrop=float(hf.get("attn_pdrop", 0.1)),
+        resid_pdrop=float(hf.get("resid_pdrop", 0.1)),
+        layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+    )
+
+
+def config_to_hf(cfg: GPTConfig) -> dict:
+    """A transformers ``config.json`` dictionary for ``cfg`` (specials counted in vocab_size)."""
+    return {
+        "architectures": ["OpenAIGPTLMHeadModel"],
+        "model_type": "openai-gpt",
+        "afn": "gelu",
+        "vocab_size": cfg.n_tokens,
+        "n_positions": cfg.n_ctx,
+        "n_layer": cfg.n_layer,
+        "n_head": cfg.n_head,
+        "n_embd": cfg.n_embd,
+        "embd_pdrop": cfg.embd_pdrop,
+        "attn_pdrop": cfg.attn_pdrop,
+        "resid_pdrop": cfg.resid_pdrop,
+        "layer_norm_epsilon": cfg.layer_norm_eps,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": True,
+        "gpt1lib_n_special": cfg.n_special,
+    }
+
+
+def load_state_dict_hf(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
+    """Copy transformers-layout ``tensors`` into ``model``; any mismatch raises, listing all."""
+    ours = model.state_dict()
+    mapped: dict[str, torch.Tensor] = {}
+    unexpected = []
+    for key, t in tensors.items():
+        k = key.removeprefix("transformer.")
+        if k == "lm_head.weight":  # tied to tokens_embed; transformers may or may not store it
+            continue
+        if k not in ours:
+            unexpected.append(f"{key} {tuple(t.shape)}")
+            continue
+        mapped[k] = t.t() if k.endswith(_CONV1D) else t
+    missing = [f"{k} {tuple(ours[k].shape)}" for k in ours if k not in mapped]
+    shapes = [
+        f"{k}: checkpoint {tuple(t.shape)} vs model {tuple(ours[k].shape)}"
+        for k, t in mapped.items()
+        if t.shape != ours[k].shape
+    ]
+    if missing or unexpected or shapes:
+        parts = [
+            f"{name} ({len(v)}): " + ", ".join(v)
+            for name, v in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("wrong shape", shapes),
+            )
+            if v
+        ]
+        raise WeightsMismatchError(
+            "checkpoint does not fit the model (check the config: vocab_size, n_special, n_ctx, "
+            "n_layer, n_embd):\n  " + "\n  ".join(parts)
+        )
+    with torch.no_grad():
+        for k, t in mapped.items():
+            ours[k].copy_(t)
+    return model
+
+
+def _hub_file(repo_id: str, filename: str, revision: str | None) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision))
+    except Exception as e:  # offline, unreachable, gated, or missing file
+        raise WeightsUnavailableError(
+            f"could not get {filename!r} of {repo_id!r} from the Hugging Face hub "
+            f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
+            "Download config.json and model.safetensors of that repository on a machine that "
+            "reaches the hub and pass their folder: load_pretrained('/path/to/openai-gpt')"
+        ) from e
+
+
+def load_pretrained(
+    source: str | os.PathLike = HUB_ID, revision: str | None = None, **config_overrides
+) -> GPT:
+    """The released GPT-1 from the hub id ``source`` or a local folder with the same files.
+
+    ``config_overrides`` change fields that do not touch the weights (dropout, embd_dropout).
+    """
+    from safetensors.torch import load_file
+
+    folder = Path(source)
+    if folder.is_dir():
+        config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+        for p in (config_path, weights_path):
+            if not p.is_file():
+                raise WeightsUnavailableError(
+                    f"{p} does not exist: a local copy of {HUB_ID} needs config.json and "
+                    "model.safetensors (or pass a folder of the original params_*.npy release "
+                    "to load_original)"
+                )
+    elif os.path.exists(source):
+        raise WeightsUnavailableError(f"{source} is a file; pass the folder that holds it")
+    else:
+        config_path = _hub_file(str(source), "config.json", revision)
+        weights_path = _hub_file(str(source), "model.safetensors", revision)
+    cfg = replace(config_from_hf(json.loads(config_path.read_text())), **config_overrides)
+    return load_state_dict_hf(GPT(cfg), load_file(str(weights_path)))
+
+
+def export_hf(model: GPT, folder: str | os.PathLike) -> Path:
+    """Write ``model`` as ``config.json`` + ``model.safetensors`` in the transformers layout."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {}
+    for k, t in model.state_dict().items():
+        t = t.t() if k.endswith(_CONV1D) else t
+        tensors[f"transformer.{k}"] = t.detach().to("cpu", torch.float32).contiguous()
+    tmp = folder / "model.safetensors.tmp"
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, folder / "model.safetensors")
+    (folder / "config.json").write_text(json.dumps(config_to_hf(model.config), indent=2))
+    return folder
+
+
+def original_shapes(cfg: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
+    """Names and shapes of the original release's arrays, in ``params_shapes.json`` order."""
+    d = cfg.n_embd
+    out = [("positions_embed.weight", (cfg.n_ctx, d)), ("tokens_embed.weight", (cfg.vocab_size, d))]
+    widths = {"attn.c_attn": 3 * d, "attn.c_proj": d, "mlp.c_fc": 4 * d, "mlp.c_proj": d}
+    for i in range(cfg.n_layer):
+        for name in _ORIGINAL_BLOCK:
+            module, kind = name.rsplit(".", 1)
+            if module in widths:  # Conv1D: weight [1, in, out], bias [out]
+                n_in = 4 * d if module == "mlp.c_proj" else d
+                shape = (1, n_in, widths[module]) if kind == "weight" else (widths[module],)
+            else:  # LayerNorm gain and bias
+                shape = (d,)
+            out.append((f"h.{i}.{name}", shape))
+    return out
+
+
+def read_original_shards(folder: str | os.PathLike) -> list[np.ndarray]:
+    """The arrays of the original release: shards concatenated, split at cumulative sizes."""
+    folder = Path(folder)
+    shapes_path = folder / "params_shapes.json"
+    if not shapes_path.is_file():
+        raise WeightsUnavailableError(
+            f"{shapes_path} does not exist: pass the folder of the original release "
+            "(params_shapes.json and params_0.npy .. params_9.npy)"
+        )
+    shapes = json.loads(shapes_path.read_text())
+    shards = sorted(folder.glob("params_*.npy"), key=lambda p: int(p.stem.split("_")[1]))
+    if not shards:
+        raise WeightsUnavailableError(f"no params_*.npy shards in {folder}")
+    flat = np.concatenate([np.load(p) for p in shards])
+    sizes = [int(np.prod(s)) for s in shapes]
+    if flat.size != sum(sizes):
+        raise WeightsMismatchError(
+            f"the shards in {folder} hold {flat.size} numbers but params_shapes.json needs "
+            f"{sum(sizes)}: a shard is missing or truncated"
+        )
+    offsets = np.cumsum(sizes)[:-1]
+    return [a.reshape(s) for a, s in zip(np.split(flat, offsets), shapes, strict=True)]
+
+
+def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_overrides) -> GPT:
+    """GPT-1 from the original ``params_*.npy`` release (layout in PAPER.md §6).
+
+    The config is read off the shapes (n_head is not in them: 12, or pass ``n_head``).
+    """
+    arrays = read_original_shards(folder)
+    (n_pos, n_embd), (vocab, _) = arrays[0].shape, arrays[1].shape
+    n_layer, rest = divmod(len(arrays) - 2, len(_ORIGINAL_BLOCK))
+    if rest:
+        raise WeightsMismatchError(
+            f"{len(arrays)} arrays: not 2 embeddings plus {len(_ORIGINAL_BLOCK)} per block"
+        )
+    fields = {"vocab_size": vocab, "n_ctx": n_pos, "n_layer": n_layer, "n_embd": n_embd}
+    cfg = GPTConfig(**{**fields, **config_overrides})
+    tensors = {"positions_embed.weight": arrays[0], "tokens_embed.weight": arrays[1]}
+    for i in range(n_layer):
+        for j, name in enumerate(_ORIGINAL_BLOCK):
+            a = arrays[2 + i * len(_ORIGINAL_BLOCK) + j]
+            tensors[f"h.{i}.{name}"] = a.reshape(a.shape[-2:]) if a.ndim == 3 else a  # Conv1D w
+    model = load_state_dict_hf(
+        GPT(cfg), {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
+    )
+    if n_ctx is not None and n_ctx < n_pos:  # the released code kept only the first n_ctx rows
+        model = truncate_context(model, n_ctx)
+    return model
+
+
+def truncate_context(model: GPT, n_ctx: int) -> GPT:
+    """Keep the first ``n_ctx`` position embeddings (the released code's ``[:n_ctx]``)."""
+    with torch.no_grad():
+        w = model.positions_embed.weight[:n_ctx].clone()
+    model.positions_embed = torch.nn.Embedding.from_pretrained(w, freeze=False)
+    model.config = replace(model.config, n_ctx=n_ctx)
+    return model
