@@ -7,12 +7,14 @@ GPT1_SCALE ?= smoke
 export GPT1_SCALE
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
+# The released GPT-1 vocabulary, where a local copy sits beside the checkout (chapter 1 shows it).
+export GPT1_BPE_DIR ?= $(abspath $(wildcard ../shared/data/gpt1_bpe))
 
 .PHONY: install book test lint format clean
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH)"
-	$(PYTHON) -m pip install -q -e ".[book,test]"
+	$(PYTHON) -m pip install -q -e ".[book,test,exact]"
 
 # Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html.
 book: install

@@ -147,8 +147,14 @@ class GPT(nn.Module):
             n -= self.tokens_embed.weight.numel() + self.positions_embed.weight.numel()
         return n
 
-    def forward(self, idx: torch.Tensor, return_logits: bool = True) -> GPTOutput:
-        """Run the model on token ids ``idx`` (B, T); T may be at most ``n_ctx``."""
+    def forward(
+        self, idx: torch.Tensor, return_logits: bool = True, validate: bool = True
+    ) -> GPTOutput:
+        """Run the model on token ids ``idx`` (B, T); T may be at most ``n_ctx``.
+
+        ``validate=False`` skips the check of the ids' range, which waits on the device: for
+        training loops whose data was checked once up front.
+        """
         cfg = self.config
         if idx.dim() != 2:
             raise ValueError(f"idx must be (batch, time) token ids, got shape {tuple(idx.shape)}")
@@ -158,7 +164,7 @@ class GPT(nn.Module):
                 f"input of {T} tokens is longer than the context n_ctx={cfg.n_ctx}: "
                 "truncate it (or use a config with a larger n_ctx)"
             )
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= cfg.n_tokens):
+        if validate and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= cfg.n_tokens):
             bad = int(idx.max()) if int(idx.max()) >= cfg.n_tokens else int(idx.min())
             raise ValueError(
                 f"token id {bad} is outside the model's {cfg.n_tokens} tokens "
@@ -226,19 +232,22 @@ def init_weights(module: nn.Module) -> None:
 
 def lm_loss(
     logits: torch.Tensor,
-    idx: torch.Tensor,
+    targets: torch.Tensor,
     mask: torch.Tensor | None = None,
     reduction: Literal["mean", "per_sequence"] = "mean",
 ) -> torch.Tensor:
-    """L1 as a loss: next-token cross-entropy of ``logits`` (B, T, V) against ``idx`` (B, T).
+    """L1 as a loss: cross-entropy of ``logits`` (B, T, V) against the next tokens ``targets``
+    (B, T), aligned so that ``logits[:, t]`` predicts ``targets[:, t]``.
 
-    Position t predicts token t+1. ``mask`` (B, T) marks the tokens that count as targets.
-    ``per_sequence`` gives each sequence's mean (what the fine-tuning loss of §3.2 averages).
+    For a sequence ``idx`` scored on itself, pass ``logits[:, :-1]`` and ``idx[:, 1:]``.
+    ``mask`` (B, T) marks the targets that count. ``per_sequence`` gives each sequence's mean
+    (what the fine-tuning loss of §3.2 averages).
     """
-    pred, target = logits[:, :-1], idx[:, 1:]
-    nll = F.cross_entropy(pred.flatten(0, 1).float(), target.flatten(), reduction="none")
-    nll = nll.view_as(target)
-    m = torch.ones_like(nll) if mask is None else mask[:, 1:].to(nll.dtype)
+    nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
+    nll = nll.view_as(targets)
+    m = torch.ones_like(nll) if mask is None else mask.to(nll.dtype)
     if reduction == "per_sequence":
         return (nll * m).sum(1) / m.sum(1).clamp_min(1)
+    if mask is None:
+        return nll.mean()
     return (nll * m).sum() / m.sum().clamp_min(1)

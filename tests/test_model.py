@@ -111,15 +111,15 @@ def test_embedding_dropout_variants_differ_only_in_training():
 
 def test_lm_loss_is_next_token_cross_entropy():
     logits = torch.randn(2, 4, 7)
-    idx = torch.randint(0, 7, (2, 4))
-    expected = F.cross_entropy(logits[:, :-1].reshape(-1, 7), idx[:, 1:].reshape(-1))
-    assert torch.allclose(lm_loss(logits, idx), expected)
-    per_seq = lm_loss(logits, idx, reduction="per_sequence")
+    idx = torch.randint(0, 7, (2, 5))
+    expected = F.cross_entropy(logits.reshape(-1, 7), idx[:, 1:].reshape(-1))
+    assert torch.allclose(lm_loss(logits, idx[:, 1:]), expected)
+    per_seq = lm_loss(logits, idx[:, 1:], reduction="per_sequence")
     assert per_seq.shape == (2,) and torch.allclose(per_seq.mean(), expected)
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
-    masked = lm_loss(logits, idx, mask)
-    nll = F.cross_entropy(logits[:, :-1].reshape(-1, 7), idx[:, 1:].reshape(-1), reduction="none")
-    assert torch.allclose(masked, nll[[0, 1, 3, 4, 5]].mean())
+    masked = lm_loss(logits, idx[:, 1:], mask)
+    nll = F.cross_entropy(logits.reshape(-1, 7), idx[:, 1:].reshape(-1), reduction="none")
+    assert torch.allclose(masked, nll[[0, 1, 2, 4, 5, 6, 7]].mean())
 
 
 def test_generate_is_greedy_at_temperature_zero():

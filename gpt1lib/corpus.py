@@ -1,0 +1,281 @@
+"""The pre-training corpus (§3.1, §4.1): text -> token ids -> random contiguous sequences.
+
+GPT-1 was pre-trained on BooksCorpus, long stretches of contiguous text, "on mini-batches of 64
+randomly sampled, contiguous sequences of 512 tokens". Here a corpus is a list of documents
+(books, stories), tokenised once (and cached), concatenated into one stream of ids, and cut into
+blocks of ``n_ctx + 1`` tokens (inputs and their next-token targets). Each epoch starts the
+blocks at a fresh random offset and visits them in a fresh random order. Validation is a
+separate set of whole documents.
+
+Sources: ``"fixture"`` (the short stories embedded in the package, for the smoke scale), a local
+text file or folder of ``*.txt`` files (each file a document; a folder with ``train``/``valid``
+parts is split by them), or a Hugging Face hub data set id (one row a document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
+#: A long-form book corpus on the hub that loads with ``datasets`` as parquet, one row a book
+#: (PG-19: 28,602 public-domain books, columns short_book_title, publication_date, url, text;
+#: train/validation/test). ``fla-hub/pg19`` is a copy; ``rojagtap/bookcorpus`` holds the
+#: paper's BooksCorpus as sentences, in order, without book boundaries.
+HUB_DEFAULT = "emozilla/pg19"
+
+_VALID_NAMES = {"valid", "validation", "val", "dev"}
+
+
+@dataclass(frozen=True)
+class Documents:
+    """The documents of one split and where they came from."""
+
+    texts: list[str]
+    source: str  # a description: which files or which hub data set
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(len(t.encode("utf-8")) for t in self.texts)
+
+
+def _split_file(path: Path, doc_separator: str | None) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    return [d for d in text.split(doc_separator) if d.strip()] if doc_separator else [text]
+
+
+def _local_split(root: Path, split: str) -> list[Path]:
+    """The files of ``split`` under ``root``: a ``split`` subfolder or ``split.txt``."""
+    names = _VALID_NAMES if split in _VALID_NAMES else {split}
+    for name in sorted(names):
+        if (root / name).is_dir():
+            return sorted((root / name).rglob("*.txt"))
+        if (root / f"{name}.txt").is_file():
+            return [root / f"{name}.txt"]
+    return []
+
+
+def load_documents(
+    source: str | os.PathLike = "fixture",
+    split: str = "train",
+    doc_separator: str | None = None,
+    text_field: str = "text",
+    limit: int | None = None,
+) -> Documents:
+    """The documents of ``split`` ("train" or "valid") from ``source``.
+
+    A local folder with ``train``/``valid`` parts (subfolders or ``train.txt``/``valid.txt``)
+    gives that part; any other file or folder is the "train" part (hold documents out with
+    ``split_documents``). ``doc_separator`` cuts a file into documents.
+    """
+    if str(source) == "fixture":
+        source = FIXTURE
+    path = Path(source)
+    if path.exists():
+        if path.is_file():
+            files = [path] if split == "train" else []
+        else:
+            files = _local_split(path, split)
+            if not files and split == "train" and not _local_split(path, "valid"):
+                files = sorted(path.rglob("*.txt"))
+        if not files:
+            raise FileNotFoundError(
+                f"no {split!r} text in {path}: a corpus folder needs {split}/*.txt or {split}.txt "
+                "(or pass a file or a flat folder of .txt files as the train part and hold out "
+                "documents with split_documents)"
+            )
+        texts = [d for f in files for d in _split_file(f, doc_separator)]
+        desc = f"{path} ({split}: {len(files)} file{'s' * (len(files) != 1)})"
+    else:
+        texts, desc = _hub_documents(str(source), split, text_field, limit)
+    if limit is not None:
+        texts = texts[:limit]
+    if not any(t.strip() for t in texts):
+        raise ValueError(f"the {split!r} part of {desc} is empty: give a corpus with text in it")
+    return Documents(texts, desc)
+
+
+def _hub_documents(
+    repo_id: str, split: str, text_field: str, limit: int | None
+) -> tuple[list[str], str]:
+    """Rows of a hub data set; with ``limit``, streamed, so only those rows are downloaded."""
+    from datasets import load_dataset
+
+    hub_split = "validation" if split in _VALID_NAMES else split
+    try:
+        ds = load_dataset(repo_id, split=hub_split, streaming=limit is not None)
+    except Exception as e:  # unreachable hub, unknown id, missing split
+        raise FileNotFoundError(
+            f"{repo_id!r} is neither a local path nor a data set the hub gave "
+            f"({type(e).__name__}: {str(e)[:200]}). Pass a local text file or folder, e.g. "
+            "corpus='/path/to/books/' (one .txt a document), or 'fixture' for the smoke corpus"
+        ) from e
+    if text_field not in (ds.column_names or [text_field]):
+        raise ValueError(
+            f"{repo_id} has no column {text_field!r} (it has {ds.column_names}); pass text_field="
+        )
+    texts = [r[text_field] for r in (ds.take(limit) if limit is not None else ds)]
+    return texts, f"hub:{repo_id} ({hub_split}{f', first {limit} rows' if limit else ''})"
+
+
+def split_documents(
+    docs: Documents, valid_fraction: float, seed: int = 0
+) -> tuple[Documents, Documents]:
+    """Hold out ``valid_fraction`` of the documents (at least one), chosen with ``seed``."""
+    n = len(docs.texts)
+    if n < 2:
+        raise ValueError(
+            f"{docs.source} has {n} document: a validation split by document needs "
+            "two or more (pass a doc_separator, or a separate valid part)"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    n_valid = max(1, round(valid_fraction * n))
+    pick = set(order[:n_valid].tolist())
+    train = [t for i, t in enumerate(docs.texts) if i not in pick]
+    valid = [t for i, t in enumerate(docs.texts) if i in pick]
+    return (
+        Documents(train, f"{docs.source}, {len(train)} of {n} documents"),
+        Documents(valid, f"{docs.source}, {len(valid)} held-out documents"),
+    )
+
+
+def _chunks(text: str, size: int = 1 << 16) -> list[str]:
+    """Cut ``text`` after blank lines into pieces of about ``size`` characters, for the batch
+    encoder; a cut at white space between paragraphs leaves the token stream unchanged."""
+    out, start = [], 0
+    for m in re.finditer(r"\n\s*\n", text):
+        if m.end() - start >= size:
+            out.append(text[start : m.end()])
+            start = m.end()
+    out.append(text[start:])
+    return [c for c in out if c]
+
+
+def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """All documents' token ids, concatenated in order, cached under ``cache_dir``.
+
+    The cache key is the text's hash and the tokenizer's fingerprint, so a changed corpus or
+    tokenizer is tokenised again.
+    """
+    h = hashlib.sha256(tokenizer.fingerprint().encode())
+    for t in docs.texts:
+        h.update(hashlib.sha256(t.encode("utf-8")).digest())
+    cache = Path(cache_dir) / f"tokens-{h.hexdigest()[:20]}.npy" if cache_dir else None
+    if cache is not None and cache.is_file():
+        return np.load(cache)
+    pieces = [c for t in docs.texts for c in _chunks(t)]
+    dtype = np.uint16 if tokenizer.n_tokens <= np.iinfo(np.uint16).max + 1 else np.int32
+    ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
+    tokens = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".tmp{os.getpid()}.npy")
+        np.save(tmp, tokens)
+        os.replace(tmp, cache)
+    return tokens
+
+
+class TokenBlocks:
+    """One token stream cut into blocks of ``n_ctx + 1`` tokens, visited epoch by epoch.
+
+    Epoch ``e`` shifts the block boundaries by a random offset and shuffles the blocks, both
+    drawn from ``seed`` and ``e``: a position (epoch, batch) fixes the data exactly, so a run
+    resumed at that position sees the same batches as one that never stopped.
+    """
+
+    def __init__(self, tokens: np.ndarray, n_ctx: int, name: str = "corpus") -> None:
+        self.tokens = tokens
+        self.block = n_ctx + 1
+        if len(tokens) < self.block + 1:
+            raise ValueError(
+                f"the {name} has {len(tokens)} tokens, fewer than one block of n_ctx + 1 = "
+                f"{self.block} (plus one for the random offset): give more text or a smaller n_ctx"
+            )
+
+    def __len__(self) -> int:
+        """Blocks in one epoch (the offset may cost the last one)."""
+        return (len(self.tokens) - self.block) // self.block
+
+    def epoch_order(self, epoch: int, seed: int) -> tuple[int, np.ndarray]:
+        """The offset and the block order of ``epoch``."""
+        rng = np.random.default_rng([seed, epoch])
+        return int(rng.integers(self.block)), rng.permutation(len(self))
+
+    def batch(self, starts: np.ndarray) -> torch.Tensor:
+        """The blocks that begin at token positions ``starts``, as (len(starts), n_ctx + 1)."""
+        idx = starts[:, None] + np.arange(self.block)[None, :]
+        return torch.from_numpy(self.tokens[idx].astype(np.int64))
+
+    def batches(self, batch_size: int, seed: int, epoch: int = 0, start_batch: int = 0):
+        """Yield ``(epoch, batch_index, tokens)`` forever from position (epoch, start_batch)."""
+        per_epoch = len(self) // batch_size
+        if per_epoch == 0:
+            raise ValueError(
+                f"{len(self)} blocks cannot fill one batch of {batch_size}: give more "
+                "text, or a smaller batch_size or n_ctx"
+            )
+        while True:
+            offset, order = self.epoch_order(epoch, seed)
+            for b in range(start_batch, per_epoch):
+                rows = order[b * batch_size : (b + 1) * batch_size]
+                yield epoch, b, self.batch(offset + rows * self.block)
+            epoch, start_batch = epoch + 1, 0
+
+    def eval_batches(self, batch_size: int, max_batches: int | None = None):
+        """Fixed, in-order blocks for validation (no offset, no shuffle)."""
+        n = len(self) if max_batches is None else min(len(self), max_batches * batch_size)
+        for i in range(0, n, batch_size):
+            yield self.batch(np.arange(i, min(i + batch_size, n)) * self.block)
+
+
+@dataclass
+class Corpus:
+    """Train and validation token streams with their provenance."""
+
+    train: TokenBlocks
+    valid: TokenBlocks
+    train_source: str
+    valid_source: str
+    n_bytes: int
+
+    def stats(self) -> dict[str, float]:
+        n = len(self.train.tokens)
+        return {
+            "train_tokens": n,
+            "valid_tokens": len(self.valid.tokens),
+            "train_blocks": len(self.train),
+            "valid_blocks": len(self.valid),
+            "train_bytes": self.n_bytes,
+            "bytes_per_token": self.n_bytes / max(n, 1),
+        }
+
+
+def build_corpus(
+    tokenizer,
+    n_ctx: int,
+    source: str | os.PathLike = "fixture",
+    valid_fraction: float = 0.05,
+    seed: int = 0,
+    doc_separator: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+) -> Corpus:
+    """Documents of ``source`` tokenised and cut into blocks; validation by whole documents.
+
+    A source with its own validation part uses it; otherwise ``valid_fraction`` of the
+    documents are held out.
+    """
+    train_docs = load_documents(source, "train", doc_separator, limit=limit)
+    try:
+        valid_docs = load_documents(source, "valid", doc_separator, limit=limit)
+    except FileNotFoundError:
+        train_docs, valid_docs = split_documents(train_docs, valid_fraction, seed)
+    train = TokenBlocks(tokenize(train_docs, tokenizer, cache_dir), n_ctx, "training text")
+    valid = TokenBlocks(tokenize(valid_docs, tokenizer, cache_dir), n_ctx, "validation text")
+    return Corpus(train, valid, train_docs.source, valid_docs.source, train_docs.n_bytes)

@@ -1,0 +1,155 @@
+"""Records: every number the book shows, with where it came from (DESIGN.md "Records").
+
+A record is one measured value (a loss at a step, a dev accuracy, a throughput) plus its
+provenance: experiment, task, split, metric, scale, seed, config, data source, git commit, device,
+date and wall time. Records are appended to JSON-lines files, one object a line, never rewritten;
+tables and figures are drawn from them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+#: The fields every record carries (``None`` where they do not apply).
+FIELDS = (
+    "experiment",
+    "task",
+    "split",
+    "metric",
+    "value",
+    "step",
+    "scale",
+    "seed",
+    "config",
+    "data",
+    "commit",
+    "device",
+    "date",
+    "wall_time",
+)
+
+
+@cache
+def git_commit() -> str:
+    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes)."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("+dirty" if dirty else "")
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """A readable name of the device a run used: the GPU's name, or the CPU's."""
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def provenance(device: torch.device | str | None = None) -> dict[str, Any]:
+    """The fields that say where and when a number was measured."""
+    return {
+        "commit": git_commit(),
+        "device": device_name(device),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def make_record(metric: str, value: float, **fields: Any) -> dict[str, Any]:
+    """A record with every field of ``FIELDS`` (unknown field names are an error)."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown record fields {sorted(unknown)}; records have {FIELDS}")
+    rec = dict.fromkeys(FIELDS)
+    rec.update(fields, metric=metric, value=float(value))
+    return rec
+
+
+def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> Path:
+    """Append ``records`` to the JSON-lines file ``path`` in one write (creating folders)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r, default=str) + "\n" for r in records)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def read_records(*paths: str | os.PathLike):
+    """All records in the given files or folders (``*.jsonl`` below them) as a DataFrame."""
+    import pandas as pd
+
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
+    rows = [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
+    return pd.DataFrame(rows, columns=list(FIELDS) if not rows else None)
+
+
+# ---------------------------------------------------------------- the paper's numbers (§4)
+
+#: Tables 2-4: task -> (metric, GPT-1's value, the best previous result), in percent.
+#: Tables 2 and 3 report test sets; Table 4 the GLUE server's test sets.
+PAPER_RESULTS: dict[str, tuple[str, float, float]] = {
+    # Table 2, natural language inference (accuracy)
+    "mnli_m": ("accuracy", 82.1, 80.6),
+    "mnli_mm": ("accuracy", 81.4, 80.1),
+    "snli": ("accuracy", 89.9, 89.3),
+    "scitail": ("accuracy", 88.3, 83.3),
+    "qnli": ("accuracy", 88.1, 82.3),
+    "rte": ("accuracy", 56.0, 61.7),
+    # Table 3, question answering and commonsense reasoning (accuracy)
+    "story_cloze": ("accuracy", 86.5, 77.6),
+    "race_m": ("accuracy", 62.9, 60.2),
+    "race_h": ("accuracy", 57.4, 50.3),
+    "race": ("accuracy", 59.0, 53.3),
+    # Table 4, semantic similarity and classification (GLUE test)
+    "cola": ("matthews", 45.4, 35.0),
+    "sst2": ("accuracy", 91.3, 93.2),
+    "mrpc": ("f1", 82.3, 86.0),
+    "stsb": ("pearson", 82.0, 81.0),
+    "qqp": ("f1", 70.3, 66.1),
+}
+#: Table 4's GLUE score (GPT-1, best previous).
+PAPER_GLUE = (72.8, 68.9)
+#: Table 5, ablations on dev: method -> values for TABLE5_TASKS; "Avg" is their mean.
+TABLE5_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli_m", "qnli", "rte")
+PAPER_TABLE5: dict[str, tuple[float, ...]] = {
+    "Transformer w/ aux LM (full)": (45.4, 91.3, 82.3, 82.0, 70.3, 81.8, 88.1, 56.0),
+    "Transformer w/o pre-training": (18.9, 84.0, 79.4, 30.9, 65.5, 75.7, 71.2, 53.8),
+    "Transformer w/o aux LM": (47.9, 92.0, 84.9, 83.2, 69.8, 81.1, 86.9, 54.4),
+    "LSTM w/ aux LM": (30.3, 90.5, 83.2, 71.8, 68.1, 73.7, 81.1, 54.6),
+}
+PAPER_TABLE5_AVG = {
+    "Transformer w/ aux LM (full)": 74.7,
+    "Transformer w/o pre-training": 59.9,
+    "Transformer w/o aux LM": 75.0,
+    "LSTM w/ aux LM": 69.1,
+}

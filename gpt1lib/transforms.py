@@ -1,0 +1,147 @@
+"""Task-specific input transformations (§3.3, Figure 1): every input becomes token sequences.
+
+Each sequence is ``_start_ ... _classify_``, and the task head reads the final hidden state at
+the ``_classify_`` (extract) position:
+
+* classification: ``_start_ text _classify_``
+* entailment: ``_start_ premise _delimiter_ hypothesis _classify_``
+* similarity: both orders, ``_start_ a _delimiter_ b _classify_`` and ``_start_ b _delimiter_ a
+  _classify_`` (the head adds their two extract vectors)
+* multiple choice: ``_start_ context question _delimiter_ answer_k _classify_`` for each answer
+  (no delimiter between context and question)
+
+Truncation, when a sequence would not fit ``n_ctx``: the special tokens and every answer are
+kept. For pairs, the longer side loses tokens from its end, one at a time, until the pair fits.
+For multiple choice, the context loses tokens from its end first (the same number for every
+answer, sized by the longest answer), then the question, and only if an answer alone is still
+too long does it lose tokens from its own end. (The released code cut Story Cloze's parts to
+``n_ctx // 2 - 2`` tokens each; this rule keeps more context when the answers are short.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .tasks import Example, Family
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One example as token sequences: 1 (classification, entailment), 2 (similarity: both
+    orders) or k (multiple choice: one per answer), each ending with ``_classify_``."""
+
+    seqs: tuple[tuple[int, ...], ...]
+    label: int | float | None
+
+    @property
+    def extract(self) -> tuple[int, ...]:
+        """The ``_classify_`` position of each sequence."""
+        return tuple(len(s) - 1 for s in self.seqs)
+
+
+def _trim_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Drop tokens from the end of the longer of ``a``, ``b`` until both fit ``budget``."""
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        if len(a) >= len(b):
+            a.pop()
+        else:
+            b.pop()
+    return a, b
+
+
+def encode_example(ex: Example, family: Family, tok, n_ctx: int) -> Encoded:
+    """The §3.3 token sequences of ``ex`` for a task of ``family``, each at most ``n_ctx``."""
+    s, d, c = tok.start, tok.delimiter, tok.classify
+    if n_ctx < 4:
+        raise ValueError(f"n_ctx={n_ctx} cannot hold _start_, _delimiter_, _classify_ and a token")
+    if family == "classification":
+        (text,) = ex.texts
+        seqs = [[s, *tok.encode(text)[: n_ctx - 2], c]]
+    elif family in ("entailment", "similarity"):
+        a, b = _trim_pair(tok.encode(ex.texts[0]), tok.encode(ex.texts[1]), n_ctx - 3)
+        seqs = [[s, *a, d, *b, c]]
+        if family == "similarity":
+            seqs.append([s, *b, d, *a, c])
+    elif family == "multiple_choice":
+        if not ex.answers:
+            raise ValueError(f"example {ex.uid or ex.texts[:1]!r} has no answers")
+        context, question = tok.encode(ex.texts[0]), tok.encode(ex.texts[1])
+        answers = [tok.encode(a) for a in ex.answers]
+        budget = n_ctx - 3  # _start_, _delimiter_, _classify_
+        room = max(0, budget - max(len(a) for a in answers))
+        context, question = _trim_pair_context_first(context, question, room)
+        seqs = [
+            [s, *context, *question, d, *a[: budget - len(context) - len(question)], c]
+            for a in answers
+        ]
+    else:
+        raise ValueError(f"unknown family {family!r}; choose one of {Family.__args__}")
+    return Encoded(tuple(tuple(q) for q in seqs), ex.label)
+
+
+def _trim_pair_context_first(context: list[int], question: list[int], room: int):
+    """Shorten the context from its end, then the question, to ``room`` tokens in all."""
+    over = len(context) + len(question) - room
+    if over > 0:
+        cut = min(over, len(context))
+        context = context[: len(context) - cut]
+        over -= cut
+        question = question[: len(question) - over] if over > 0 else question
+    return context, question
+
+
+@dataclass
+class Batch:
+    """Right-padded sequences of a batch of examples.
+
+    ``ids`` (N, T) with N = examples x sequences per example; ``extract`` (N,) the
+    ``_classify_`` positions; ``mask`` (N, T) the real tokens (for the auxiliary LM loss);
+    ``labels`` (examples,), or None for unlabelled data; ``n_seq`` sequences per example.
+    """
+
+    ids: torch.Tensor
+    extract: torch.Tensor
+    mask: torch.Tensor
+    labels: torch.Tensor | None
+    n_seq: int
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
+        return Batch(
+            move(self.ids), move(self.extract), move(self.mask), move(self.labels), self.n_seq
+        )
+
+
+def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None) -> Batch:
+    """Pad ``items``' sequences on the right to the longest (or to ``pad_to``).
+
+    Padding never reaches the extract position (it comes after ``_classify_``), and the causal
+    mask keeps it from changing anything before it; ``mask`` keeps it out of the LM loss.
+    """
+    n_seq = len(items[0].seqs)
+    if any(len(e.seqs) != n_seq for e in items):
+        raise ValueError("every example of a batch needs the same number of sequences (answers)")
+    seqs = [q for e in items for q in e.seqs]
+    T = pad_to or max(len(q) for q in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.bool)
+    for i, q in enumerate(seqs):
+        ids[i, : len(q)] = torch.tensor(q)
+        mask[i, : len(q)] = True
+    extract = torch.tensor([len(q) - 1 for q in seqs])
+    labels = None
+    if all(e.label is not None for e in items):
+        is_float = any(isinstance(e.label, float) for e in items)
+        labels = torch.tensor(
+            [e.label for e in items], dtype=torch.float32 if is_float else torch.long
+        )
+    return Batch(ids, extract, mask, labels, n_seq)
+
+
+def token_strings(enc: Encoded, tok) -> list[list[str]]:
+    """The token strings of each sequence, for showing a transformation to a reader."""
+    return [[tok.id_to_token(i) for i in q] for q in enc.seqs]

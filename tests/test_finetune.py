@@ -1,0 +1,179 @@
+"""§3.2 fine-tuning: the heads, the L3 loss, layer transfer, metrics, a short run."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from gpt1lib import GPT, preset
+from gpt1lib.finetune import (
+    FinetuneConfig,
+    TaskModel,
+    build_task_model,
+    compute_metrics,
+    finetune,
+    task_loss,
+    transfer,
+    warmup_linear,
+)
+from gpt1lib.model import lm_loss
+from gpt1lib.tasks import Example, get_task, load_examples
+from gpt1lib.transforms import collate, encode_example
+
+V = 50  # a tiny vocabulary; specials 50, 51, 52
+
+
+class Tok:
+    vocab_size, start, delimiter, classify = V, V, V + 1, V + 2
+
+    def encode(self, text):
+        return [hash(w) % V for w in text.split()]
+
+
+def _model(task, seed=0, **kw):
+    torch.manual_seed(seed)
+    gpt = GPT(preset("tiny", vocab_size=V, n_ctx=64, **kw)).add_special_tokens()
+    return TaskModel(gpt, get_task(task)).eval()
+
+
+def _batch(task, examples, pad_to=None):
+    t = get_task(task)
+    return collate([encode_example(e, t.family, Tok(), 64) for e in examples], pad_to=pad_to)
+
+
+def test_extract_vector_ignores_right_padding():
+    m = _model("sst2")
+    exs = [Example(("a b c d e",), label=0), Example(("f g",), label=1)]
+    a = m(_batch("sst2", exs)).scores
+    b = m(_batch("sst2", exs, pad_to=7 + 50)).scores
+    assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_similarity_adds_the_two_orders_extract_vectors():
+    m = _model("mrpc")
+    batch = _batch("mrpc", [Example(("one two", "three four five"), label=1)])
+    h = m.transformer(batch.ids).hidden[torch.arange(2), batch.extract]  # the two orders
+    expected = m.head(h[0] + h[1])
+    assert torch.allclose(m(batch).scores, expected[None], atol=1e-6)
+
+
+def test_multiple_choice_softmax_and_one_dropout_mask_per_example():
+    m = _model("race")
+    ex = Example(("a doc", "q"), answers=("x", "x", "x", "x"), label=2)
+    batch = _batch("race", [ex, ex])
+    probs = m(batch).scores.softmax(-1)
+    assert probs.shape == (2, 4) and torch.allclose(probs.sum(-1), torch.ones(2))
+    m.train()
+    m.transformer.eval()  # only the classifier dropout is random now
+    m.clf_pdrop = 0.5
+    torch.manual_seed(3)
+    s = m(batch).scores
+    assert torch.allclose(s[0], s[0, :1].expand(4))  # identical answers, one shared mask
+    assert not torch.allclose(s[0], s[1])  # but each example its own mask
+
+
+def test_loss_is_the_formula():
+    m = _model("sst2")
+    batch = _batch("sst2", [Example(("a b c",), label=1), Example(("d e f g",), label=0)])
+    out = m(batch)
+    loss, l2, l1 = task_loss(out, batch, m, lm_coef=0.5)
+    ce = F.cross_entropy(out.scores, batch.labels)
+    per_seq = []
+    for i in range(2):
+        n = int(batch.mask[i].sum())
+        per_seq.append(F.cross_entropy(out.lm_logits[i, : n - 1], batch.ids[i, 1:n]))
+    assert torch.allclose(l2, ce) and torch.allclose(l1, torch.stack(per_seq).mean())
+    assert torch.allclose(loss, ce + 0.5 * torch.stack(per_seq).mean())
+    loss0, _, lm0 = task_loss(m(batch, lm=False), batch, m, lm_coef=0.0)
+    assert torch.allclose(loss0, ce) and lm0 == 0
+    assert torch.allclose(
+        lm_loss(
+            out.lm_logits[:, :-1], batch.ids[:, 1:], batch.mask[:, 1:], reduction="per_sequence"
+        ),
+        torch.stack(per_seq),
+    )
+
+
+def test_stsb_is_a_regression_with_mse():
+    m = _model("stsb")
+    batch = _batch("stsb", [Example(("a b", "c"), label=3.5), Example(("d", "e f"), label=1.0)])
+    out = m(batch)
+    assert out.scores.shape == (2,)
+    loss, l2, _ = task_loss(out, batch, m, 0.0)
+    assert torch.allclose(l2, ((out.scores - torch.tensor([3.5, 1.0])) ** 2).mean())
+
+
+@pytest.mark.parametrize("k", [-1, 0, 1, 2])
+def test_n_transfer_copies_exactly_the_embeddings_and_first_k_blocks(k):
+    torch.manual_seed(1)
+    src = GPT(preset("tiny", vocab_size=V))
+    model = build_task_model(src, get_task("sst2"), n_transfer=k, seed=2)
+    dst = model.transformer
+    emb = torch.equal(dst.tokens_embed.weight[:V], src.tokens_embed.weight)
+    assert emb == (k >= 0)
+    assert torch.equal(dst.positions_embed.weight, src.positions_embed.weight) == (k >= 0)
+    for i in range(2):
+        same = all(
+            torch.equal(a, b)
+            for a, b in zip(dst.h[i].parameters(), src.h[i].parameters(), strict=True)
+        )
+        assert same == (i < k), (i, k)
+    # the new rows are N(0, 0.02), not zeros
+    assert 0.005 < dst.tokens_embed.weight[V:].std() < 0.05
+    assert len(transfer(src, GPT(preset("tiny", vocab_size=V)), 1)) == 2 + 12
+
+
+def test_warmup_linear_schedule():
+    assert warmup_linear(0.001, 0.002) == pytest.approx(0.5)
+    assert warmup_linear(0.5, 0.002) == pytest.approx(0.5)
+    assert warmup_linear(1.0, 0.002) == 0.0
+
+
+def test_metrics_agree_with_sklearn_and_scipy():
+    rng = np.random.default_rng(0)
+    y, p = rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+    assert compute_metrics(get_task("sst2"), p, y)["accuracy"] == pytest.approx(
+        100 * accuracy_score(y, p)
+    )
+    assert compute_metrics(get_task("cola"), p, y)["matthews"] == pytest.approx(
+        100 * matthews_corrcoef(y, p)
+    )
+    assert compute_metrics(get_task("mrpc"), p, y)["f1"] == pytest.approx(100 * f1_score(y, p))
+    a, b = rng.normal(size=200), rng.normal(size=200)
+    m = compute_metrics(get_task("stsb"), a, b)
+    assert m["pearson"] == pytest.approx(100 * pearsonr(a, b)[0])
+    assert m["spearman"] == pytest.approx(100 * spearmanr(a, b)[0])
+
+
+def test_a_short_run_learns_the_fixture(tmp_path):
+    from gpt1lib.corpus import load_documents
+    from gpt1lib.tokenizer import GPT1Tokenizer
+
+    tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=300)
+    torch.manual_seed(0)
+    pre = GPT(preset("tiny", vocab_size=tok.vocab_size))
+    cfg = FinetuneConfig(lr=2e-3, epochs=8, batch_size=8, eval_train_examples=16)
+    train, dev = load_examples("sst2", "train"), load_examples("sst2", "dev")
+    r = finetune(pre, tok, "sst2", train, {"dev": dev}, cfg, out_dir=tmp_path, progress=False)
+    train_acc = r.metrics.query("split == 'train' and metric == 'accuracy'")["value"].max()
+    assert train_acc >= 80  # it can fit its training data
+    assert set(r.metrics.split) == {"train_loss", "dev", "train"}
+    assert (tmp_path / "best.safetensors").is_file() and (tmp_path / "records.jsonl").is_file()
+
+
+def test_unlabelled_or_wrong_answer_count_is_refused():
+    pre = GPT(preset("tiny", vocab_size=V))
+    with pytest.raises(ValueError, match="unlabelled"):
+        finetune(
+            pre,
+            Tok(),
+            "sst2",
+            [Example(("a",), label=None)],
+            {"dev": [Example(("b",), label=0)]},
+            progress=False,
+        )
+    bad = Example(("doc", "q"), answers=("a", "b"), label=0)
+    with pytest.raises(ValueError, match="has 2 answers; the task has 4"):
+        finetune(pre, Tok(), "race", [bad], {"dev": [bad]}, progress=False)

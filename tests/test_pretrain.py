@@ -1,0 +1,303 @@
+"""Pre-training (§3.1, §4.1): schedule, decay scope, exact resume, DDP, and bad input."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gpt1lib import GPT, preset
+from gpt1lib.corpus import build_corpus
+from gpt1lib.pretrain import (
+    PRETRAIN_PRESETS,
+    CheckpointError,
+    PretrainConfig,
+    latest_checkpoint,
+    learning_rate,
+    load_checkpoint,
+    log_spaced_steps,
+    make_optimizer,
+    pretrain,
+    read_state,
+    save_checkpoint,
+)
+from gpt1lib.tokenizer import GPT1Tokenizer
+
+SMOKE = PRETRAIN_PRESETS["smoke"]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from gpt1lib.corpus import load_documents
+
+    return GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=300)
+
+
+@pytest.fixture(scope="module")
+def corpus(tok):
+    return build_corpus(tok, 32, "fixture")
+
+
+def _model(tok, **kw):
+    torch.manual_seed(0)
+    return GPT(preset("tiny", vocab_size=tok.vocab_size, n_ctx=32, **kw))
+
+
+def test_schedule_is_linear_warmup_then_cosine_to_zero():
+    cfg = PretrainConfig(max_lr=2.5e-4, warmup_steps=2000)
+    total = 10_000
+    assert learning_rate(0, cfg, total) == pytest.approx(2.5e-4 / 2000)  # update 1
+    assert learning_rate(999, cfg, total) == pytest.approx(2.5e-4 * 1000 / 2000)
+    assert learning_rate(1999, cfg, total) == pytest.approx(2.5e-4)  # the peak, at update 2000
+    mid = 2000 + (total - 2000) // 2  # halfway through the cosine: half the peak
+    assert learning_rate(mid - 1, cfg, total) == pytest.approx(1.25e-4)
+    assert learning_rate(total - 1, cfg, total) == pytest.approx(0.0, abs=1e-12)
+    t = 5000  # the formula at an arbitrary update
+    expected = 2.5e-4 * 0.5 * (1 + math.cos(math.pi * (t - 2000) / (total - 2000)))
+    assert learning_rate(t - 1, cfg, total) == pytest.approx(expected)
+
+
+def test_weight_decay_touches_exactly_the_weights_of_rank_two_or_more():
+    model = GPT(preset("tiny"))
+    opt = make_optimizer(model, PretrainConfig())
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {
+        names[id(p)] for g in opt.param_groups if g["weight_decay"] == 0.01 for p in g["params"]
+    }
+    plain = {
+        names[id(p)] for g in opt.param_groups if g["weight_decay"] == 0.0 for p in g["params"]
+    }
+    assert "tokens_embed.weight" in decayed and "positions_embed.weight" in decayed
+    assert "h.0.attn.c_attn.weight" in decayed and "h.1.mlp.c_proj.weight" in decayed
+    assert all(n.endswith("bias") or ".ln_" in n for n in plain)
+    assert "h.0.ln_1.weight" in plain and "h.0.attn.c_attn.bias" in plain
+    assert decayed | plain == set(names.values()) and not decayed & plain
+    # decoupled: a zero gradient still shrinks a decayed weight by lr * wd, not a gain
+    w, g = model.h[0].mlp.c_fc.weight, model.h[0].ln_1.weight
+    before_w, before_g = w.detach().clone(), g.detach().clone()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    assert torch.allclose(w, before_w * (1 - 2.5e-4 * 0.01))
+    assert torch.equal(g, before_g)
+
+
+def test_log_spaced_steps():
+    assert log_spaced_steps(1000, 4) == [1, 10, 100, 1000]
+
+
+def test_a_short_run_lowers_the_loss_and_writes_records(tok, corpus, tmp_path):
+    cfg = replace(SMOKE, total_steps=40, eval_interval=20, ckpt_interval=20)
+    r = pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False)
+    h = r.history
+    val = h[h.metric == "val_loss"].sort_values("step")["value"].tolist()
+    assert len(val) == 2 and r.step == 40
+    first = h[(h.metric == "train_loss")].sort_values("step")["value"].iloc[0]
+    assert val[-1] < first  # it learned something
+    assert math.log(tok.vocab_size) > val[-1]
+    assert set(h.columns) >= {"commit", "device", "date", "scale", "seed", "wall_time"}
+    assert [p.name for p in r.log_checkpoints][-1] == "step_00000040"
+    assert latest_checkpoint(tmp_path).name == "step_00000040"
+
+
+def test_resume_in_parts_equals_one_run(tok, corpus, tmp_path):
+    cfg = replace(SMOKE, total_steps=30, ckpt_interval=10, eval_interval=10)
+    a = _model(tok)
+    pretrain(a, tok, corpus, cfg, tmp_path / "a", progress=False)
+    b = _model(tok)
+    pretrain(b, tok, corpus, cfg, tmp_path / "b", progress=False, stop_after=13)
+    b = _model(tok)  # a fresh process would start from a fresh model
+    pretrain(b, tok, corpus, cfg, tmp_path / "b", progress=False, resume=True)
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tok, tmp_path_factory):
+    """The module's tokenizer saved, so that every process of a test reads the same one."""
+    return tok.save(tmp_path_factory.mktemp("tokenizer"))
+
+
+def _cli(out: Path, tok_dir: Path, *args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpt1lib.pretrain",
+        "--scale",
+        "smoke",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--tokenizer",
+        str(tok_dir),
+        *args,
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+
+
+def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, tok_dir):
+    steps = ["--steps", "300", "--ckpt-interval", "25"]
+    full = _cli(tmp_path / "full", tok_dir, *steps)
+    killed = _cli(tmp_path / "killed", tok_dir, *steps)
+    deadline = time.time() + 120
+    pointer = tmp_path / "killed" / "checkpoints" / "latest.json"
+    while time.time() < deadline:  # kill it while it trains, after at least one checkpoint
+        if pointer.is_file() and json.loads(pointer.read_text())["step"] >= 50:
+            break
+        assert killed.poll() is None, killed.stdout.read().decode()[-2000:]
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    stopped_at = json.loads(pointer.read_text())["step"]
+    assert 50 <= stopped_at < 300
+    resumed = _cli(tmp_path / "killed", tok_dir, *steps, "--resume")
+    assert resumed.wait() == 0, resumed.stdout.read().decode()[-2000:]
+    assert full.wait() == 0, full.stdout.read().decode()[-2000:]
+    a = load_file(str(tmp_path / "full/checkpoints/step_00000300/model.safetensors"))
+    b = load_file(str(tmp_path / "killed/checkpoints/step_00000300/model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_interrupted_checkpoint_write_leaves_the_previous_one(tok, corpus, tmp_path, monkeypatch):
+    cfg = replace(SMOKE, total_steps=20, ckpt_interval=10, eval_interval=10)
+    model = _model(tok)
+    pretrain(model, tok, corpus, cfg, tmp_path, progress=False, stop_after=10)
+    good = latest_checkpoint(tmp_path)
+
+    def dies(*a, **k):
+        raise KeyboardInterrupt("killed while writing")
+
+    monkeypatch.setattr(type(tok), "save", dies)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, resume=True)
+    monkeypatch.undo()
+    assert latest_checkpoint(tmp_path) == good
+    state = read_state(good)
+    fresh = _model(tok)
+    load_checkpoint(good, fresh, make_optimizer(fresh, cfg), torch.device("cpu"))
+    assert state["step"] == 10
+    # and the run goes on from it
+    r = pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, resume=True)
+    assert r.step == 20
+
+
+def test_ddp_two_processes_match_one_process(tmp_path, tok_dir):
+    args = ["--steps", "6", "--batch-size", "8", "--dropout", "0", "--ckpt-interval", "100"]
+    one = _cli(tmp_path / "one", tok_dir, *args)
+    assert one.wait() == 0, one.stdout.read().decode()[-2000:]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29517",
+        "-m",
+        "gpt1lib.pretrain",
+        "--scale",
+        "smoke",
+        "--out",
+        str(tmp_path / "two"),
+        "--no-progress",
+        "--tokenizer",
+        str(tok_dir),
+        *args,
+    ]
+    two = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
+
+    def losses(run):
+        rows = [
+            json.loads(x) for x in (tmp_path / run / "records.jsonl").read_text().split("\n") if x
+        ]
+        return [r["value"] for r in rows if r["metric"] in ("train_loss", "val_loss")]
+
+    a, b = losses("one"), losses("two")
+    assert len(a) == len(b) > 0
+    assert a == pytest.approx(b, rel=1e-5)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_tokenizer_that_does_not_fit_the_model(tok, corpus, tmp_path):
+    model = GPT(preset("tiny", vocab_size=tok.vocab_size + 5, n_ctx=32))
+    with pytest.raises(ValueError, match="vocab_size=tokenizer.vocab_size"):
+        pretrain(model, tok, corpus, SMOKE, tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_empty_corpus(tok, tmp_path):
+    (tmp_path / "empty.txt").write_text("  \n")
+    with pytest.raises(ValueError, match="empty"):
+        build_corpus(tok, 32, tmp_path / "empty.txt")
+
+
+def test_corpus_shorter_than_one_block(tok, tmp_path):
+    folder = tmp_path / "c"
+    (folder / "train").mkdir(parents=True)
+    (folder / "valid").mkdir()
+    (folder / "train" / "a.txt").write_text("a short text.")
+    (folder / "valid" / "b.txt").write_text("another one.")
+    with pytest.raises(ValueError, match="fewer than one block"):
+        build_corpus(tok, 32, folder)
+
+
+def test_resume_with_another_config_is_refused(tok, corpus, tmp_path):
+    cfg = replace(SMOKE, total_steps=10, ckpt_interval=5)
+    pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, stop_after=5)
+    before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    with pytest.raises(CheckpointError, match="max_lr: checkpoint 0.002 vs now 0.001"):
+        pretrain(
+            _model(tok),
+            tok,
+            corpus,
+            replace(cfg, max_lr=1e-3),
+            tmp_path,
+            progress=False,
+            resume=True,
+        )
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
+
+
+def test_existing_run_is_not_overwritten(tok, corpus, tmp_path):
+    cfg = replace(SMOKE, total_steps=5, ckpt_interval=5)
+    pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False)
+    with pytest.raises(FileExistsError, match="resume=True"):
+        pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False)
+
+
+def test_a_folder_that_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="not a gpt1lib checkpoint"):
+        read_state(tmp_path)
+
+
+def test_checkpoint_round_trip(tok, tmp_path):
+    model = _model(tok)
+    opt = make_optimizer(model, SMOKE)
+    model(torch.randint(0, tok.vocab_size, (2, 8)))[0].sum().backward()
+    opt.step()
+    save_checkpoint(tmp_path / "c", model, opt, tok, {"step": 1})
+    other = _model(tok, n_layer=2)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.zero_()
+    opt2 = make_optimizer(other, SMOKE)
+    load_checkpoint(tmp_path / "c", other, opt2, torch.device("cpu"))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters(), strict=True)
+    )
+    s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
+    assert all(torch.equal(s1[i]["exp_avg_sq"], s2[i]["exp_avg_sq"]) for i in s1)

@@ -1,0 +1,85 @@
+"""§3.3 input transformations: golden token sequences, extract positions, truncation."""
+
+import pytest
+import torch
+
+from gpt1lib.tasks import Example
+from gpt1lib.transforms import collate, encode_example
+
+
+class WordTokenizer:
+    """Each word one token, ids in order of first sight; specials after a 100-word vocabulary."""
+
+    vocab_size, start, delimiter, classify = 100, 100, 101, 102
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def encode(self, text):
+        return [self.ids.setdefault(w, len(self.ids)) for w in text.split()]
+
+
+S, D, C = 100, 101, 102
+
+
+def test_classification_golden():
+    enc = encode_example(Example(("a good film",), label=1), "classification", WordTokenizer(), 16)
+    assert enc.seqs == ((S, 0, 1, 2, C),) and enc.extract == (4,) and enc.label == 1
+
+
+def test_entailment_golden():
+    enc = encode_example(
+        Example(("a man sleeps", "a person rests")), "entailment", WordTokenizer(), 16
+    )
+    assert enc.seqs == ((S, 0, 1, 2, D, 0, 3, 4, C),) and enc.extract == (8,)
+
+
+def test_similarity_has_both_orders():
+    enc = encode_example(Example(("x y", "z")), "similarity", WordTokenizer(), 16)
+    assert enc.seqs == ((S, 0, 1, D, 2, C), (S, 2, D, 0, 1, C))
+    assert enc.extract == (5, 5)
+
+
+def test_multiple_choice_golden():
+    ex = Example(("the doc", "why ?"), answers=("yes", "no way"), label=1)
+    enc = encode_example(ex, "multiple_choice", WordTokenizer(), 16)
+    # no delimiter between context and question; one sequence per answer
+    assert enc.seqs == ((S, 0, 1, 2, 3, D, 4, C), (S, 0, 1, 2, 3, D, 5, 6, C))
+    assert enc.extract == (7, 8) and enc.label == 1
+
+
+def test_truncation_keeps_specials_trims_the_longer_side():
+    tok = WordTokenizer()
+    ex = Example((" ".join(f"p{i}" for i in range(20)), "h1 h2"))
+    (seq,) = encode_example(ex, "entailment", tok, 10).seqs
+    assert len(seq) == 10 and seq[0] == S and seq[-1] == C
+    assert seq[-4:] == (D, tok.ids["h1"], tok.ids["h2"], C)  # the short side is whole
+
+
+def test_truncation_trims_the_context_and_never_an_answer():
+    tok = WordTokenizer()
+    context = " ".join(f"c{i}" for i in range(30))
+    ex = Example((context, "q"), answers=("a1", "a2 a3 a4"), label=0)
+    enc = encode_example(ex, "multiple_choice", tok, 12)
+    assert all(len(s) <= 12 and s[-1] == C for s in enc.seqs)
+    assert enc.seqs[1][-5:] == (D, tok.ids["a2"], tok.ids["a3"], tok.ids["a4"], C)
+    assert enc.seqs[0][:6] == enc.seqs[1][:6]  # the same context for every answer
+    assert enc.seqs[0][1] == tok.ids["c0"]  # cut from the end of the context
+
+
+def test_collate_pads_right_and_points_at_classify():
+    tok = WordTokenizer()
+    items = [
+        encode_example(Example((t,), label=i), "classification", tok, 16)
+        for i, t in enumerate(["a b c d", "e"])
+    ]
+    b = collate(items)
+    assert b.ids.shape == (2, 6) and b.extract.tolist() == [5, 2]
+    assert (b.ids[torch.arange(2), b.extract] == C).all()
+    assert b.mask.sum(1).tolist() == [6, 3] and b.labels.tolist() == [0, 1]
+    assert collate(items, pad_to=10).ids.shape == (2, 10)
+
+
+def test_unknown_family_is_an_error():
+    with pytest.raises(ValueError, match="unknown family"):
+        encode_example(Example(("a",)), "regression", WordTokenizer(), 8)
