@@ -29,6 +29,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
 #: train/validation/test). ``fla-hub/pg19`` is a copy; ``rojagtap/bookcorpus`` holds the
 #: paper's BooksCorpus as sentences, in order, without book boundaries.
 HUB_DEFAULT = "emozilla/pg19"
+#: The corpus each scale pre-trains on, and how many of its documents (None: all).
+DEFAULT_CORPUS: dict[str, tuple[str, int | None]] = {
+    "smoke": ("fixture", None),
+    "small": (HUB_DEFAULT, 300),  # about 120 MB of books, streamed
+    "paper": (HUB_DEFAULT, None),
+}
 
 _VALID_NAMES = {"valid", "validation", "val", "dev"}
 

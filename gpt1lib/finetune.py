@@ -88,9 +88,10 @@ class TaskOutput(NamedTuple):
 
 
 class TaskModel(nn.Module):
-    """GPT-1 with the special tokens and the task head W_y of one task family."""
+    """GPT-1 (or the LSTM baseline) with the special tokens and the task head W_y of one task
+    family."""
 
-    def __init__(self, transformer: GPT, task: TaskSpec, clf_pdrop: float = 0.1) -> None:
+    def __init__(self, transformer: nn.Module, task: TaskSpec, clf_pdrop: float = 0.1) -> None:
         super().__init__()
         if transformer.config.n_special < len(SPECIAL_TOKENS):
             raise ValueError("the transformer has no special tokens: call add_special_tokens()")
@@ -160,9 +161,11 @@ def transfer(src: GPT, dst: GPT, n_transfer: int | None) -> list[str]:
     with torch.no_grad():
         rows = src.tokens_embed.weight.size(0)
         dst.tokens_embed.weight[:rows] = src.tokens_embed.weight
-        n_pos = min(src.config.n_ctx, dst.config.n_ctx)
-        dst.positions_embed.weight[:n_pos] = src.positions_embed.weight[:n_pos]
-        copied += ["tokens_embed.weight", "positions_embed.weight"]
+        copied.append("tokens_embed.weight")
+        if hasattr(src, "positions_embed"):  # the LSTM has none
+            n_pos = min(src.config.n_ctx, dst.config.n_ctx)
+            dst.positions_embed.weight[:n_pos] = src.positions_embed.weight[:n_pos]
+            copied.append("positions_embed.weight")
         for i in range(n_transfer):
             dst.h[i].load_state_dict(src.h[i].state_dict())
             copied += [f"h.{i}.{k}" for k in src.h[i].state_dict()]
@@ -177,13 +180,13 @@ def build_task_model(
     seed: int = 0,
     max_len: int | None = None,
 ) -> TaskModel:
-    """A fresh N(0, 0.02) GPT with the special tokens, given ``n_transfer`` layers of
-    ``pretrained``, and a new head W_y for ``task``."""
+    """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT or LSTM) with the special tokens,
+    given ``n_transfer`` layers of ``pretrained``, and a new head W_y for ``task``."""
     cfg = pretrained.config
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     cfg = replace(cfg, n_special=n_special, n_ctx=min(cfg.n_ctx, max_len or cfg.n_ctx))
     seed_everything(seed)
-    fresh = GPT(cfg)
+    fresh = type(pretrained)(cfg)
     transfer(pretrained, fresh, n_transfer)
     return TaskModel(fresh, task, clf_pdrop)
 
@@ -450,6 +453,13 @@ def _save_model(model: nn.Module, path: Path) -> None:
 # ---------------------------------------------------------------- one task, end to end
 
 
+def _short(path: str) -> str:
+    """A data file named relative to the fixtures, so records do not hold this machine's paths."""
+    from .tasks import FIXTURES
+
+    return path.replace(str(FIXTURES), "fixture:")
+
+
 def run_task(
     pretrained: GPT,
     tok,
@@ -460,6 +470,7 @@ def run_task(
     limit: int | None = None,
     eval_limit: int | None = None,
     also: Sequence[str] = (),
+    eval_split: str | None = None,
     out_dir: str | os.PathLike | None = None,
     scale: str | None = None,
     device: str | None = None,
@@ -470,14 +481,16 @@ def run_task(
     ``also`` names tasks that share the training data and are scored by the same model on
     their own eval split (MNLI mismatched beside matched; RACE-m and RACE-h beside RACE).
     ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
+    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test).
     """
     from .tasks import describe_source, load_examples
 
     spec = get_task(task)
     train = load_examples(spec, "train", source, limit, cfg.seed)
-    evals = {spec.eval_split: load_examples(spec, spec.eval_split, source, eval_limit, cfg.seed)}
+    split = eval_split or spec.eval_split
+    evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
     data = (
-        f"{describe_source(spec, 'train', source)} ({len(train)} examples"
+        f"{_short(describe_source(spec, 'train', source))} ({len(train)} examples"
         f"{'' if limit is None else f', limit {limit}'})"
     )
     out = Path(out_dir) / spec.name if out_dir else None
@@ -514,37 +527,3 @@ def run_task(
         if out is not None:
             append_records(out / "records.jsonl", recs)
     return result
-
-
-def results_table(records) -> object:
-    """One row per task: its metric on the eval split (last epoch), next to the paper's.
-
-    ``records`` is a list of records or a DataFrame of them (``read_records``).
-    """
-    import pandas as pd
-
-    from .records import PAPER_RESULTS
-    from .tasks import TASKS
-
-    df = pd.DataFrame(records)
-    rows = []
-    for name, g in df.groupby("task", sort=False):
-        spec = TASKS[name]
-        g = g[(g.split == spec.eval_split) & (g.metric == spec.metrics[0])]
-        if g.empty:
-            continue
-        last = g[g.step == g.step.max()].iloc[-1]
-        paper = PAPER_RESULTS.get(name, (spec.metrics[0], float("nan"), float("nan")))
-        rows.append(
-            {
-                "task": spec.title,
-                "metric": spec.metrics[0],
-                "split": spec.eval_split,
-                "reproduced": last.value,
-                "paper": paper[1],
-                "paper split": spec.paper_split,
-                "scale": last.scale,
-                "examples": (last.config or {}).get("train_examples"),
-            }
-        )
-    return pd.DataFrame(rows)

@@ -42,17 +42,30 @@ class GPTConfig:
     # h_0 = U W_e + W_p, as transformers' OpenAIGPT does. The paper only says "embedding dropout";
     # we follow the released code by default and keep "sum" for parity with transformers.
     embd_dropout: Literal["matrix", "sum"] = "matrix"
+    # Speed only, never the function: the output matmul runs on W_e padded with zero rows to a
+    # multiple of this (64 suits GPU tensor cores: 40,481 -> 40,512). The padding is not a
+    # parameter, is not saved, and its logits are cut off before any caller, loss or sample sees
+    # them. 1: no padding (the default; it does not pay on a CPU, see the speed appendix).
+    pad_vocab_to: int = 1
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} must be divisible by n_head={self.n_head}")
         if self.embd_dropout not in ("matrix", "sum"):
             raise ValueError(f"embd_dropout={self.embd_dropout!r}: use 'matrix' or 'sum'")
+        if self.pad_vocab_to < 1:
+            raise ValueError(f"pad_vocab_to={self.pad_vocab_to}: use 1 (no padding) or e.g. 64")
 
     @property
     def n_tokens(self) -> int:
         """Rows of the token embedding: the vocabulary plus the special tokens."""
         return self.vocab_size + self.n_special
+
+    @property
+    def n_tokens_padded(self) -> int:
+        """Rows of the output matmul: ``n_tokens`` rounded up to a multiple of ``pad_vocab_to``."""
+        m = self.pad_vocab_to
+        return -(-self.n_tokens // m) * m
 
 
 #: Named presets. ``small`` keeps 12 blocks so the layer-transfer plot still has 12 points.
@@ -122,10 +135,12 @@ class Block(nn.Module):
 
 
 class GPTOutput(NamedTuple):
-    """``logits`` over all tokens (B, T, n_tokens), or None; ``hidden`` is h_n (B, T, n_embd)."""
+    """``logits`` over all tokens (B, T, n_tokens), or None; ``hidden`` is h_n (B, T, n_embd);
+    ``loss`` the LM loss when ``targets`` were given, else None."""
 
     logits: torch.Tensor | None
     hidden: torch.Tensor
+    loss: torch.Tensor | None = None
 
 
 class GPT(nn.Module):
@@ -148,12 +163,23 @@ class GPT(nn.Module):
         return n
 
     def forward(
-        self, idx: torch.Tensor, return_logits: bool = True, validate: bool = True
+        self,
+        idx: torch.Tensor,
+        return_logits: bool | None = None,
+        validate: bool = True,
+        targets: torch.Tensor | None = None,
+        loss_mask: torch.Tensor | None = None,
+        reduction: Literal["mean", "mean_of_sequences"] = "mean",
     ) -> GPTOutput:
         """Run the model on token ids ``idx`` (B, T); T may be at most ``n_ctx``.
 
-        ``validate=False`` skips the check of the ids' range, which waits on the device: for
-        training loops whose data was checked once up front.
+        With ``targets`` (B, T') for T' <= T, the logits at position t predict ``targets[:, t]``
+        and ``loss`` is L1 as a loss, computed by ``fused_lm_loss`` without materialising the
+        logits (only the rows ``loss_mask`` keeps are scored). ``reduction``: "mean" over the
+        counted targets, or "mean_of_sequences", the mean of each sequence's mean (the
+        fine-tuning loss of §3.2). ``return_logits`` defaults to True without targets and False
+        with them. ``validate=False`` skips the check of the ids' range, which waits on the
+        device: for training loops whose data was checked once up front.
         """
         cfg = self.config
         if idx.dim() != 2:
@@ -179,8 +205,13 @@ class GPT(nn.Module):
             h = self.drop(F.embedding(idx, W_e) + W_p[:T])
         for block in self.h:
             h = block(h)
-        logits = h @ W_e.t() if return_logits else None  # softmax(h_n W_e^T), tied
-        return GPTOutput(logits, h)
+        W_out = head_matrix(W_e, cfg.n_tokens_padded)  # softmax(h_n W_e^T), tied
+        logits = loss = None
+        if return_logits or (return_logits is None and targets is None):
+            logits = (h @ W_out.t())[..., : cfg.n_tokens]  # the padding is never a token
+        if targets is not None:
+            loss = fused_lm_loss(h, W_out, targets, loss_mask, reduction, n_tokens=cfg.n_tokens)
+        return GPTOutput(logits, h, loss)
 
     def add_special_tokens(self, n: int = len(SPECIAL_TOKENS)) -> GPT:
         """Append ``n`` rows to W_e for the §3.3 tokens, initialised N(0, 0.02) (in place)."""
@@ -251,3 +282,112 @@ def lm_loss(
     if mask is None:
         return nll.mean()
     return (nll * m).sum() / m.sum().clamp_min(1)
+
+
+# ---------------------------------------------------------------- the fast path of the loss
+
+
+def head_matrix(W_e: torch.Tensor, rows: int) -> torch.Tensor:
+    """The output layer W_e with zero rows appended up to ``rows`` (``pad_vocab_to``): the same
+    function, a matmul whose width suits the hardware. Without padding, W_e itself."""
+    pad = rows - W_e.size(0)
+    return F.pad(W_e, (0, 0, 0, pad)) if pad > 0 else W_e
+
+
+#: Elements of one chunk of logits in ``fused_lm_loss`` (256 MB in float32): the loss never
+#: holds more logits than this at once, whatever the batch.
+LOSS_CHUNK_ELEMENTS = 2**26
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """sum_i w_i * CE(h_i W^T, t_i) over rows i, the logits made and dropped one chunk at a time.
+
+    The gradients are computed in the forward pass, chunk by chunk (softmax minus one-hot, times
+    W and times h), so the backward pass only scales them: the (rows, vocabulary) logits, their
+    log-softmax and their gradient never exist at full size. Log-softmax is float32 whatever the
+    matmul's dtype; only the first ``n_valid`` columns (the real tokens) enter it.
+    """
+
+    @staticmethod
+    def forward(ctx, h, W, targets, weights, n_valid: int, chunk: int, grads: bool):
+        loss = torch.zeros((), device=h.device, dtype=torch.float32)
+        grad_h = torch.empty_like(h) if grads else None
+        grad_W = torch.zeros(W.shape, device=W.device, dtype=torch.float32) if grads else None
+        W_valid = W[:n_valid]
+        with torch.autocast(h.device.type, enabled=False):
+            for s in range(0, h.size(0), chunk):
+                h_c, t_c, w_c = h[s : s + chunk], targets[s : s + chunk], weights[s : s + chunk]
+                logits = (h_c @ W_valid.t()).float()  # (rows, n_valid), float32
+                lse = torch.logsumexp(logits, dim=1)
+                nll = lse - logits.gather(1, t_c[:, None]).squeeze(1)
+                loss += (nll * w_c).sum()
+                if grads:  # d loss / d logits = w * (softmax - one_hot)
+                    g = logits.sub_(lse[:, None]).exp_().mul_(w_c[:, None])
+                    g[torch.arange(g.size(0), device=g.device), t_c] -= w_c
+                    g = g.to(W.dtype)
+                    grad_h[s : s + chunk] = g @ W_valid
+                    if W.dtype == torch.float32:
+                        grad_W[:n_valid].addmm_(g.t(), h_c)
+                    else:
+                        grad_W[:n_valid] += (g.t() @ h_c).float()
+        ctx.grads = (grad_h, grad_W)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_h, grad_W = ctx.grads
+        ctx.grads = None
+        if grad_h is None:
+            raise RuntimeError("fused_lm_loss was computed without gradients (no_grad)")
+        grad_W = grad_W.mul_(grad_loss).to(grad_h.dtype)
+        return grad_h * grad_loss.to(grad_h.dtype), grad_W, None, None, None, None, None
+
+
+def fused_lm_loss(
+    hidden: torch.Tensor,
+    W: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    reduction: Literal["mean", "mean_of_sequences"] = "mean",
+    n_tokens: int | None = None,
+) -> torch.Tensor:
+    """L1 as a loss from the final hidden states, equal to
+    ``lm_loss(hidden @ W.T, targets, mask)`` but without the full (B, T, V) logits.
+
+    ``hidden`` (B, T, d); ``W`` (V', d) the output layer, perhaps padded (``head_matrix``), of
+    which only the first ``n_tokens`` rows are tokens; ``targets`` (B, T') with T' <= T: the
+    logits at position t predict ``targets[:, t]``; ``mask`` (B, T') marks the targets that
+    count, and only their rows are scored. ``reduction``: "mean" over the counted targets, or
+    "mean_of_sequences", each sequence's mean averaged over the sequences (the fine-tuning L1 of
+    §3.2, ``lm_loss(..., reduction="per_sequence").mean()``). Under autocast the matmuls run in
+    the autocast dtype and the log-softmax in float32.
+    """
+    B, Tt = targets.shape
+    if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
+        raise ValueError(
+            f"targets {tuple(targets.shape)} do not fit hidden states {tuple(hidden.shape)}: "
+            "pass (B, T') targets with T' <= T, e.g. idx[:, 1:] for hidden states of idx[:, :-1]"
+        )
+    if mask is not None and mask.shape != targets.shape:
+        raise ValueError(f"mask {tuple(mask.shape)} must have the targets' shape {(B, Tt)}")
+    if reduction not in ("mean", "mean_of_sequences"):
+        raise ValueError(f"reduction={reduction!r}: use 'mean' or 'mean_of_sequences'")
+    n_tokens = W.size(0) if n_tokens is None else n_tokens
+    h = hidden[:, :Tt].reshape(B * Tt, -1)
+    t = targets.reshape(-1)
+    m = torch.ones_like(targets, dtype=torch.float32) if mask is None else mask.float()
+    if reduction == "mean":
+        w = m / m.sum().clamp_min(1)
+    else:
+        w = m / m.sum(1, keepdim=True).clamp_min(1) / B
+    w = w.reshape(-1)
+    if mask is not None and not torch.compiler.is_compiling():
+        keep = mask.reshape(-1).nonzero().squeeze(1)  # logits only where a loss is needed
+        h, t, w = h[keep], t[keep], w[keep]
+    device_type = hidden.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        h, W = h.to(dtype), W.to(dtype)
+    chunk = max(1, LOSS_CHUNK_ELEMENTS // W.size(0))
+    grads = torch.is_grad_enabled() and (h.requires_grad or W.requires_grad)
+    return _LinearCrossEntropy.apply(h, W, t, w, n_tokens, chunk, grads)

@@ -34,10 +34,10 @@ from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
 from .corpus import Corpus, build_corpus
-from .model import GPT, GPTConfig, lm_loss, preset
+from .model import GPT, lm_loss, preset
 from .records import append_records, make_record, provenance, read_records
 from .runtime import MODEL_PRESET, SCALES, pick_device, seed_everything
-from .weights import export_hf
+from .weights import load_model, model_meta, save_model
 
 
 @dataclass(frozen=True)
@@ -165,10 +165,7 @@ def save_checkpoint(folder: Path, model: GPT, opt, tokenizer, state: dict) -> Pa
     tmp = folder.with_name(f".tmp-{folder.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file(
-        {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()},
-        str(tmp / "model.safetensors"),
-    )
+    save_model(model, tmp)
     names = {i: f"p{i}" for i in range(sum(len(g["params"]) for g in opt.param_groups))}
     opt_tensors, groups = _optimizer_tensors(opt, names)
     rng = {"rng.torch": torch.get_rng_state()}
@@ -195,7 +192,13 @@ def save_checkpoint(folder: Path, model: GPT, opt, tokenizer, state: dict) -> Pa
 def read_state(folder: str | os.PathLike) -> dict:
     """The ``state.json`` of a checkpoint folder, or a clear error if it is not one."""
     folder = Path(folder)
-    need = ("state.json", "model.safetensors", "train_state.safetensors", "tokenizer.json")
+    need = (
+        "state.json",
+        "model.json",
+        "model.safetensors",
+        "train_state.safetensors",
+        "tokenizer.json",
+    )
     missing = [n for n in need if not (folder / n).is_file()]
     if missing:
         raise CheckpointError(
@@ -280,11 +283,11 @@ class PretrainResult:
     log_checkpoints: list[Path] = field(default_factory=list)
 
 
-def _run_config(model_cfg: GPTConfig, cfg: PretrainConfig, tokenizer, corpus: Corpus) -> dict:
+def _run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus) -> dict:
     """What must not change between a run and its resumption."""
     keep = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
     return {
-        "model": asdict(model_cfg),
+        "model": model_meta(model),
         "pretrain": keep,
         "tokenizer": tokenizer.fingerprint(),
         "corpus": corpus.train_source,
@@ -378,7 +381,7 @@ def pretrain(
         )
     accum = cfg.batch_size // (micro * d.world)
     total_steps = cfg.steps_for(len(corpus.train))
-    run_cfg = _run_config(mcfg, replace(cfg, total_steps=total_steps), tokenizer, corpus)
+    run_cfg = _run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus)
     ckpt = latest_checkpoint(out_dir)
     if ckpt is not None and not resume:
         raise FileExistsError(
@@ -485,7 +488,7 @@ def pretrain(
         if d.main and recs:
             append_records(records_path, recs)
         if d.main and step in log_steps:
-            export_hf(model, out_dir / "log_checkpoints" / f"step_{step:08d}")
+            save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}")
             tokenizer.save(out_dir / "log_checkpoints" / f"step_{step:08d}")
         if step % cfg.ckpt_interval == 0 or step == end:
             if d.main:
@@ -520,13 +523,11 @@ def _save_and_prune(
 
 
 def load_run_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
-    """The model and tokenizer of a checkpoint folder written by ``pretrain``."""
+    """The model and tokenizer of a checkpoint folder written by ``pretrain`` (a resumable
+    checkpoint, or one of the log-spaced ones)."""
     from .tokenizer import GPT1Tokenizer
 
-    state = read_state(folder)
-    model = GPT(GPTConfig(**state["run_config"]["model"]))
-    model.load_state_dict(load_file(str(Path(folder) / "model.safetensors"), device=str(device)))
-    return model, GPT1Tokenizer.load(folder)
+    return load_model(folder, device), GPT1Tokenizer.load(folder)
 
 
 def pretrained_model(
@@ -534,45 +535,71 @@ def pretrained_model(
     out_dir: str | os.PathLike = "runs",
     init: str = "pretrain",
     corpus: str | None = None,
+    arch: str = "gpt",
     device: str | None = None,
     progress: bool = True,
 ):
     """The model fine-tuning starts from, its tokenizer, and a line saying what it is.
 
-    ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (run or
-    finished first if needed: seconds at the smoke scale); "released", GPT-1's released weights
-    and vocabulary from the hub; or a checkpoint folder written by ``pretrain``.
+    ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (or
+    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (seconds at the smoke
+    scale); "released", GPT-1's released weights and vocabulary from the hub; or a checkpoint
+    folder written by ``pretrain``. The LSTM reads the transformer run's tokenizer, so the two
+    see the same tokens.
     """
-    from .corpus import HUB_DEFAULT, load_documents
+    from .corpus import DEFAULT_CORPUS, load_documents
+    from .lstm import LSTMLM, lstm_preset
     from .tokenizer import GPT1Tokenizer
     from .weights import load_pretrained
 
+    if arch not in ("gpt", "lstm"):
+        raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
     if init == "released":
+        if arch != "gpt":
+            raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
         return load_pretrained(), GPT1Tokenizer.from_hub(), "GPT-1's released weights"
     if init != "pretrain":
         model, tok = load_run_model(init)
         return model, tok, f"checkpoint {init}"
-    run_dir = Path(out_dir) / scale / "pretrain"
+    run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
     cfg = PRETRAIN_PRESETS[scale]
-    corpus = corpus or ("fixture" if scale == "smoke" else HUB_DEFAULT)
-    if (
-        ckpt is None
-        or read_state(ckpt)["step"] < read_state(ckpt)["run_config"]["pretrain"]["total_steps"]
-    ):
-        spec = str(ckpt) if ckpt else DEFAULT_TOKENIZER[scale]
-        texts = load_documents(corpus, "train").texts if spec.startswith("train:") else None
-        tok = load_tokenizer(spec, texts)
+    default_corpus, limit = DEFAULT_CORPUS[scale]
+    corpus = corpus or default_corpus
+    unfinished = (
+        ckpt is not None
+        and read_state(ckpt)["step"] < read_state(ckpt)["run_config"]["pretrain"]["total_steps"]
+    )
+    if ckpt is None or unfinished:
+        if ckpt is not None:
+            tok = load_tokenizer(str(ckpt))
+        elif arch == "lstm":
+            tok = pretrained_model(scale, out_dir, "pretrain", corpus, "gpt", device, progress)[1]
+        else:
+            spec = DEFAULT_TOKENIZER[scale]
+            texts = (
+                load_documents(corpus, "train", limit=limit).texts
+                if spec.startswith("train:")
+                else None
+            )
+            tok = load_tokenizer(spec, texts)
         mcfg = preset(MODEL_PRESET[scale], vocab_size=tok.vocab_size)
         data = build_corpus(
-            tok, mcfg.n_ctx, corpus, seed=cfg.seed, cache_dir=Path(out_dir) / "cache"
+            tok, mcfg.n_ctx, corpus, seed=cfg.seed, limit=limit, cache_dir=Path(out_dir) / "cache"
         )
         seed_everything(cfg.seed)
+        model = (
+            GPT(mcfg)
+            if arch == "gpt"
+            else LSTMLM(
+                lstm_preset(MODEL_PRESET[scale], vocab_size=tok.vocab_size, n_ctx=mcfg.n_ctx)
+            )
+        )
         pretrain(
-            GPT(mcfg),
+            model,
             tok,
             data,
-            cfg,
+            replace(cfg, experiment=f"pretrain:{arch}"),
             run_dir,
             resume=True,
             scale=scale,
@@ -581,7 +608,7 @@ def pretrained_model(
         )
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
-    return model, tok, f"pre-trained here ({scale}, {ckpt})"
+    return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
 
 
 # ---------------------------------------------------------------- command line

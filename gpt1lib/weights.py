@@ -265,3 +265,58 @@ def truncate_context(model: GPT, n_ctx: int) -> GPT:
     model.positions_embed = torch.nn.Embedding.from_pretrained(w, freeze=False)
     model.config = replace(model.config, n_ctx=n_ctx)
     return model
+
+
+# ---------------------------------------------------------------- gpt1lib's own format
+
+MODEL_FILE, MODEL_META = "model.safetensors", "model.json"
+
+
+def _architectures() -> dict[str, tuple[type, type]]:
+    from .lstm import LSTMLM, LSTMConfig
+
+    return {"GPT": (GPT, GPTConfig), "LSTMLM": (LSTMLM, LSTMConfig)}
+
+
+def model_meta(model) -> dict:
+    """What rebuilds ``model``: its class name and its config."""
+    from dataclasses import asdict
+
+    return {"arch": type(model).__name__, "config": asdict(model.config)}
+
+
+def model_from_meta(meta: dict):
+    """A freshly initialised model of the class and config ``meta`` names."""
+    archs = _architectures()
+    if meta.get("arch") not in archs:
+        raise ValueError(f"unknown model class {meta.get('arch')!r}; known: {sorted(archs)}")
+    cls, cfg_cls = archs[meta["arch"]]
+    return cls(cfg_cls(**meta["config"]))
+
+
+def save_model(model, folder: str | os.PathLike) -> Path:
+    """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{MODEL_FILE}.tmp{os.getpid()}"
+    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
+    os.replace(tmp, folder / MODEL_FILE)
+    (folder / MODEL_META).write_text(json.dumps(model_meta(model), indent=1))
+    return folder
+
+
+def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
+    """A model written by ``save_model`` (or by ``pretrain``'s checkpoints)."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not (folder / MODEL_META).is_file() or not (folder / MODEL_FILE).is_file():
+        raise WeightsUnavailableError(
+            f"{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a "
+            "folder written by save_model or pretrain"
+        )
+    model = model_from_meta(json.loads((folder / MODEL_META).read_text()))
+    model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
+    return model

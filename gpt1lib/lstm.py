@@ -1,0 +1,130 @@
+"""The LSTM baseline of the ablations (§5, Table 5) and of the zero-shot curves (Figure 2 right).
+
+"LSTM w/ aux LM": a single-layer LSTM with 2048 units in place of the transformer, pre-trained
+and fine-tuned the same way. The paper gives only the layer count and the width; the rest is
+ours and mirrors GPT-1 so that the two differ only where the paper says they do: token
+embeddings of width ``n_embd`` (tied with the output layer, with the same special tokens), one
+LSTM layer of ``n_hidden`` units, and a linear projection from ``n_hidden`` back to ``n_embd``
+so that the tied output layer and the task heads read a vector of the transformer's width.
+Dropout 0.1 on the embeddings and on the LSTM's output. No position embeddings: the recurrence
+knows the order.
+
+``LSTMLM`` has the transformer's interface: ``forward(idx, return_logits, validate)`` returns
+``GPTOutput(logits, hidden)``, ``add_special_tokens()``, its layers in ``h`` and ``config`` with
+``vocab_size``, ``n_special``, ``n_tokens``, ``n_ctx``, ``n_embd``, ``n_layer``; so the
+pre-training loop, the fine-tuning heads, layer transfer and the zero-shot scores all take it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .model import SPECIAL_TOKENS, GPTOutput
+
+
+@dataclass(frozen=True)
+class LSTMConfig:
+    """Shape of the LSTM baseline; the defaults are the paper's 2048 units at GPT-1's width."""
+
+    vocab_size: int = 40478
+    n_special: int = 0
+    n_ctx: int = 512  # the longest input (for the same data pipeline; an LSTM has no limit)
+    n_embd: int = 768
+    n_hidden: int = 2048  # "a single layer 2048 unit LSTM"
+    dropout: float = 0.1
+
+    @property
+    def n_tokens(self) -> int:
+        return self.vocab_size + self.n_special
+
+    @property
+    def n_layer(self) -> int:
+        return 1
+
+
+#: Presets beside the transformer's: the same vocabulary and width, the LSTM scaled with them.
+LSTM_PRESETS: dict[str, LSTMConfig] = {
+    "paper": LSTMConfig(),
+    "small": LSTMConfig(n_embd=384, n_hidden=1024),
+    "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=128),
+}
+
+
+def lstm_preset(name: str, **overrides) -> LSTMConfig:
+    """The LSTM preset ``name`` (``paper``, ``small``, ``tiny``), ``overrides`` replacing fields."""
+    if name not in LSTM_PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(LSTM_PRESETS)}")
+    return replace(LSTM_PRESETS[name], **overrides)
+
+
+class LSTMBlock(nn.Module):
+    """The recurrent layer and its projection to the embedding width."""
+
+    def __init__(self, cfg: LSTMConfig) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(cfg.n_embd, cfg.n_hidden, batch_first=True)
+        self.proj = nn.Linear(cfg.n_hidden, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.drop(self.rnn(x)[0]))
+
+
+class LSTMLM(nn.Module):
+    """A one-layer LSTM language model with a tied output layer."""
+
+    def __init__(self, cfg: LSTMConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.tokens_embed = nn.Embedding(cfg.n_tokens, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.h = nn.ModuleList([LSTMBlock(cfg)])
+        nn.init.normal_(self.tokens_embed.weight, std=0.02)
+        nn.init.normal_(self.h[0].proj.weight, std=0.02)
+        nn.init.zeros_(self.h[0].proj.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self, idx: torch.Tensor, return_logits: bool = True, validate: bool = True
+    ) -> GPTOutput:
+        cfg = self.config
+        if validate and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= cfg.n_tokens):
+            raise ValueError(
+                f"token ids must lie in 0..{cfg.n_tokens - 1}; encode with the "
+                "model's own tokenizer, or call add_special_tokens() first"
+            )
+        h = self.h[0](self.drop(self.tokens_embed(idx)))
+        logits = F.linear(h, self.tokens_embed.weight) if return_logits else None
+        return GPTOutput(logits, h)
+
+    def add_special_tokens(self, n: int = len(SPECIAL_TOKENS)) -> LSTMLM:
+        """Append ``n`` rows to the embedding, initialised N(0, 0.02) (in place)."""
+        old = self.tokens_embed.weight
+        new = torch.empty(old.size(0) + n, old.size(1), device=old.device, dtype=old.dtype)
+        nn.init.normal_(new, std=0.02)
+        with torch.no_grad():
+            new[: old.size(0)] = old
+        self.tokens_embed.weight = nn.Parameter(new)
+        self.tokens_embed.num_embeddings = new.size(0)
+        self.config = replace(self.config, n_special=self.config.n_special + n)
+        return self
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Continue ``idx`` like ``GPT.generate`` (recomputing the prefix: short texts only)."""
+        from .model import GPT
+
+        return GPT.generate(self, idx, max_new_tokens, temperature, top_k, generator)

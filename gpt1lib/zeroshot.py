@@ -1,0 +1,244 @@
+"""Zero-shot behaviours (§5, Figure 2 right): the pre-trained LM scored on tasks it never saw.
+
+The paper's four heuristics, as it states them:
+
+* CoLA: each sentence's average token log-probability under the LM; predict "acceptable" above a
+  threshold. The threshold is chosen on the training split (the Matthews correlation there is
+  highest), which the paper does not say: our choice.
+* SST-2: append the token ``very`` to the sentence and compare the LM's probability of the next
+  word being ``positive`` or ``negative`` (a word of several BPE tokens counts with all of them).
+* RACE: the answer with the highest average token log-probability given the document and the
+  question (the document loses tokens from its start if the whole does not fit).
+* DPRD: replace the definite pronoun with each candidate; the one under which the LM gives the
+  REST of the sentence, after the substitution, the higher average token log-probability wins.
+  The paper does not say which occurrence of the pronoun: we take the first one after both
+  candidates have appeared (else the last); a pronoun that ends the sentence scores the whole
+  substituted sentence.
+
+The first token of a text has no context and is never scored. Each score is normalised between
+a random-guess baseline (0) and a state-of-the-art value (1), as Figure 2 does; the values used
+and where they come from are in ``BASELINES``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .tasks import Example, get_task
+
+#: task -> (random-guess value, state-of-the-art value, where the latter comes from).
+BASELINES: dict[str, tuple[float, float, str]] = {
+    "cola": (0.0, 35.0, "best previous result, paper Table 4 (Matthews correlation)"),
+    "sst2": (50.0, 93.2, "best previous result, paper Table 4 (accuracy)"),
+    "race": (25.0, 53.3, "best previous result, paper Table 3 (accuracy)"),
+    "dprd": (50.0, 73.05, "Rahman & Ng 2012 on the DPRD test set (as recalled; unverified)"),
+}
+ZERO_SHOT_TASKS = tuple(BASELINES)
+
+
+@torch.no_grad()
+def continuation_logprobs(
+    model,
+    prefixes: Sequence[Sequence[int]],
+    continuations: Sequence[Sequence[int]],
+    batch_size: int = 64,
+) -> list[tuple[float, int]]:
+    """For each pair: the summed log-probability of ``continuation`` given ``prefix``, and the
+    number of tokens scored. Too long: the prefix loses tokens from its start."""
+    n_ctx = model.config.n_ctx
+    device = next(model.parameters()).device
+    was = model.training
+    model.eval()
+    seqs, starts = [], []
+    for p, c in zip(prefixes, continuations, strict=True):
+        c = list(c)[:n_ctx]
+        p = list(p)[max(0, len(p) + len(c) - n_ctx) :]
+        seqs.append(p + c)
+        starts.append(max(1, len(p)))  # the first token of a sequence has no context
+    out: list[tuple[float, int]] = [(0.0, 0)] * len(seqs)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    for b in range(0, len(order), batch_size):
+        idx = order[b : b + batch_size]
+        T = max(len(seqs[i]) for i in idx)
+        x = torch.zeros(len(idx), T, dtype=torch.long)
+        for r, i in enumerate(idx):
+            x[r, : len(seqs[i])] = torch.tensor(seqs[i])
+        x = x.to(device)
+        logp = model(x, validate=False).logits.float().log_softmax(-1)
+        # logp[:, t] predicts token t + 1
+        tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
+        for r, i in enumerate(idx):
+            lo, hi = starts[i] - 1, len(seqs[i]) - 1
+            out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
+    model.train(was)
+    return out
+
+
+def _mean(pairs: list[tuple[float, int]]) -> np.ndarray:
+    return np.array([s / n if n else float("-inf") for s, n in pairs])
+
+
+def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
+    """Average token log-probability of each text (its first token has no context)."""
+    ids = [tok.encode(t) for t in texts]
+    return _mean(continuation_logprobs(model, [i[:1] for i in ids], [i[1:] for i in ids]))
+
+
+def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold on ``scores`` with the highest Matthews correlation against ``labels``."""
+    from sklearn.metrics import matthews_corrcoef
+
+    s = np.sort(np.unique(scores))
+    candidates = np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
+    return float(
+        max(candidates, key=lambda th: matthews_corrcoef(labels, (scores > th).astype(int)))
+    )
+
+
+def sst2_predictions(model, tok, texts: Sequence[str]) -> np.ndarray:
+    """1 where the LM finds "positive" likelier than "negative" after ``text + " very"``."""
+    pos, neg = tok.encode("positive"), tok.encode("negative")
+    prefixes = [tok.encode(t + " very") for t in texts]
+    lp_pos = continuation_logprobs(model, prefixes, [pos] * len(texts))
+    lp_neg = continuation_logprobs(model, prefixes, [neg] * len(texts))
+    return np.array([int(p[0] > n[0]) for p, n in zip(lp_pos, lp_neg, strict=True)])
+
+
+def race_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
+    """The answer with the highest average log-probability given document and question."""
+    prefixes, conts, owners = [], [], []
+    for k, ex in enumerate(examples):
+        context = tok.encode(f"{ex.texts[0]} {ex.texts[1]}")
+        for a in ex.answers:
+            prefixes.append(context)
+            conts.append(tok.encode(a))
+            owners.append(k)
+    scores = _mean(continuation_logprobs(model, prefixes, conts))
+    best = np.full(len(examples), -1)
+    top = np.full(len(examples), -np.inf)
+    counters = np.zeros(len(examples), dtype=int)
+    for s, k in zip(scores, owners, strict=True):
+        if s > top[k]:
+            top[k], best[k] = s, counters[k]
+        counters[k] += 1
+    return best
+
+
+def pronoun_span(sentence: str, pronoun: str, candidates: Sequence[str]) -> tuple[int, int]:
+    """Where the definite pronoun is: the first occurrence after both candidates, else the last."""
+    spans = [m.span() for m in re.finditer(rf"\b{re.escape(pronoun)}\b", sentence, re.I)]
+    if not spans:
+        raise ValueError(f"pronoun {pronoun!r} does not occur in {sentence!r}")
+    firsts = [
+        m.end() for c in candidates if (m := re.search(rf"\b{re.escape(c)}\b", sentence, re.I))
+    ]
+    after = max(firsts) if len(firsts) == len(candidates) else 0
+    return next((s for s in spans if s[0] >= after), spans[-1])
+
+
+def dprd_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
+    """The candidate under which the rest of the sentence is likelier (average log-prob)."""
+    prefixes, conts = [], []
+    for ex in examples:
+        sentence, pronoun = ex.texts
+        lo, hi = pronoun_span(sentence, pronoun, ex.answers)
+        rest = tok.encode(sentence[hi:])
+        for cand in ex.answers:
+            substituted = tok.encode(sentence[:lo] + cand)
+            if rest:
+                prefixes.append(substituted)
+                conts.append(rest)
+            else:  # nothing after the pronoun: the whole substituted sentence
+                prefixes.append(substituted[:1])
+                conts.append(substituted[1:])
+    scores = _mean(continuation_logprobs(model, prefixes, conts)).reshape(len(examples), -1)
+    return scores.argmax(1)
+
+
+def zero_shot_score(
+    model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
+) -> float:
+    """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
+    from .finetune import compute_metrics
+
+    spec = get_task(task)
+    labels = np.array([e.label for e in examples])
+    if task == "cola":
+        if not train:
+            raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
+        th = best_threshold(
+            cola_scores(model, tok, [e.texts[0] for e in train]), np.array([e.label for e in train])
+        )
+        preds = (cola_scores(model, tok, [e.texts[0] for e in examples]) > th).astype(int)
+    elif task == "sst2":
+        preds = sst2_predictions(model, tok, [e.texts[0] for e in examples])
+    elif task in ("race", "race_m", "race_h"):
+        preds = race_predictions(model, tok, examples)
+    elif task == "dprd":
+        preds = dprd_predictions(model, tok, examples)
+    else:
+        raise ValueError(f"no zero-shot heuristic for {task!r}; the paper's are {ZERO_SHOT_TASKS}")
+    return compute_metrics(spec, preds, labels)[spec.metrics[0]]
+
+
+def normalise(task: str, value: float) -> float:
+    """``value`` rescaled so that random guessing is 0 and the state of the art is 1."""
+    lo, hi, _ = BASELINES["race" if task.startswith("race") else task]
+    return (value - lo) / (hi - lo)
+
+
+def evaluate_checkpoints(
+    folders,
+    data: dict[str, tuple[Sequence[Example], Sequence[Example]]],
+    *,
+    device: str | None = None,
+    scale: str | None = None,
+    experiment: str = "zero_shot",
+    progress: bool = True,
+) -> list[dict]:
+    """Records of every heuristic at every checkpoint folder (``step_<updates>``).
+
+    ``data`` maps a task to (evaluation examples, training examples; the latter only for CoLA's
+    threshold). Each record's ``step`` is the checkpoint's update count and its ``config`` holds
+    the model class and the normalised score.
+    """
+    from pathlib import Path
+
+    from tqdm.auto import tqdm
+
+    from .pretrain import load_run_model
+    from .records import make_record, provenance
+    from .runtime import pick_device
+
+    dev = pick_device(device)
+    out = []
+    for folder in tqdm(list(folders), desc="zero-shot", disable=not progress):
+        folder = Path(folder)
+        model, tok = load_run_model(folder, dev)
+        model.to(dev)
+        step = int(folder.name.split("_")[-1])
+        for task, (examples, train) in data.items():
+            value = zero_shot_score(model, tok, task, examples, train)
+            out.append(
+                make_record(
+                    get_task(task).metrics[0],
+                    value,
+                    experiment=experiment,
+                    task=task,
+                    split=get_task(task).eval_split,
+                    step=step,
+                    scale=scale,
+                    config={
+                        "arch": type(model).__name__,
+                        "normalised": normalise(task, value),
+                        "checkpoint": folder.name,
+                        "examples": len(examples),
+                    },
+                    **provenance(dev),
+                )
+            )
+    return out

@@ -1,0 +1,94 @@
+"""Records: round trip, provenance, and the paper's tables assembled from hand-made records."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gpt1lib.records import (
+    FIELDS,
+    PAPER_RESULTS,
+    PAPER_TABLE5,
+    ablation_table,
+    append_records,
+    make_record,
+    paper_table,
+    provenance,
+    read_records,
+)
+
+
+def _rec(task, value, metric, split="dev", step=3, experiment="finetune", scale="small"):
+    return make_record(
+        metric,
+        value,
+        task=task,
+        split=split,
+        step=step,
+        experiment=experiment,
+        scale=scale,
+        commit="abc",
+        device="NVIDIA H100 80GB HBM3",
+        seed=0,
+    )
+
+
+def test_round_trip(tmp_path):
+    recs = [_rec("sst2", 90.0, "accuracy"), _rec("cola", 40.0, "matthews")]
+    append_records(tmp_path / "a" / "r.jsonl", recs[:1])
+    append_records(tmp_path / "a" / "r.jsonl", recs[1:])
+    df = read_records(tmp_path)
+    assert list(df.columns) == list(FIELDS)
+    assert df.to_dict("records") == recs
+    assert read_records(tmp_path / "missing").empty
+
+
+def test_unknown_field_is_an_error():
+    with pytest.raises(ValueError, match="unknown record fields"):
+        make_record("accuracy", 1.0, tsk="sst2")
+
+
+def test_provenance_names_commit_device_and_date():
+    p = provenance("cpu")
+    assert p["device"].startswith("cpu") and p["commit"] and "T" in p["date"]
+
+
+def test_table_4_keeps_missing_cells_and_averages_what_exists():
+    recs = [
+        _rec("sst2", 80.0, "accuracy", step=1),
+        _rec("sst2", 85.0, "accuracy", step=3),  # the last epoch counts
+        _rec("cola", 20.0, "matthews"),
+        _rec("cola", 0.5, "accuracy"),  # not CoLA's paper metric: ignored
+        _rec("mrpc", 75.0, "f1", split="test"),  # not the eval split: ignored
+    ]
+    t = paper_table("4", pd.DataFrame(recs))
+    run = "small · NVIDIA H100 80GB HBM3 · abc"
+    assert list(t.index[:8]) == ["CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI-m", "QNLI", "RTE"]
+    assert t.loc["SST-2", run] == 85.0 and t.loc["CoLA", run] == 20.0
+    assert math.isnan(t.loc["MRPC", run]) and math.isnan(t.loc["QQP", run])
+    assert t.loc["SST-2", "paper"] == PAPER_RESULTS["sst2"][1] == 91.3
+    glue = t.index[-1]
+    assert glue.startswith("GLUE (mean of present: 2/8") and t.loc[glue, run] == 52.5
+    assert t.loc[glue, "paper"] == 72.8
+
+
+def test_table_2_with_no_records_shows_the_paper_and_no_run():
+    t = paper_table("2", [])
+    assert list(t.columns) == ["metric", "paper", "best previous", "eval split here"]
+    assert t.loc["MNLI-m", "paper"] == 82.1 and t.loc["RTE", "best previous"] == 61.7
+
+
+def test_ablation_table():
+    recs = [
+        _rec("cola", 30.0, "matthews", experiment="ablation:full"),
+        _rec("sst2", 90.0, "accuracy", experiment="ablation:full"),
+        _rec("sst2", 80.0, "accuracy", experiment="ablation:no_pretraining"),
+    ]
+    t = ablation_table(recs)
+    run = "small · NVIDIA H100 80GB HBM3 · abc"
+    full = t.loc[f"{run}: Transformer w/ aux LM (full)"]
+    assert full["CoLA"] == 30.0 and full["SST-2"] == 90.0 and math.isnan(full["RTE"])
+    assert full["Avg"] == 60.0 and full["n"] == 2
+    assert t.loc[f"{run}: Transformer w/o pre-training", "n"] == 1
+    assert t.loc["paper: LSTM w/ aux LM", "CoLA"] == PAPER_TABLE5["LSTM w/ aux LM"][0]
+    assert len(t) == 4 + 2

@@ -1,0 +1,107 @@
+"""§5 zero-shot heuristics: each gives the score computed by hand on a tiny model."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gpt1lib import GPT, preset
+from gpt1lib.tasks import Example
+from gpt1lib.zeroshot import (
+    best_threshold,
+    cola_scores,
+    continuation_logprobs,
+    dprd_predictions,
+    normalise,
+    pronoun_span,
+    race_predictions,
+    sst2_predictions,
+    zero_shot_score,
+)
+
+WORDS = (
+    "<unk> the film was very good bad positive negative leo paid paul because he fixed "
+    "roof it a doc q yes no"
+).split()
+
+
+class WordTok:
+    """One token per known word (anything else is <unk>)."""
+
+    vocab_size = len(WORDS)
+
+    def encode(self, text):
+        return [WORDS.index(w) if w in WORDS else 0 for w in text.lower().replace(".", "").split()]
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return GPT(preset("tiny", vocab_size=len(WORDS), n_ctx=16)).eval()
+
+
+def _logp(model, seq):
+    """log P(seq[t] | seq[:t]) for t >= 1, by hand."""
+    logits = model(torch.tensor([seq])).logits[0].log_softmax(-1)
+    return [logits[t - 1, seq[t]].item() for t in range(1, len(seq))]
+
+
+def test_continuation_logprobs_score_only_the_continuation(model):
+    ((s, n),) = continuation_logprobs(model, [[1, 2, 3]], [[4, 5]])
+    lp = _logp(model, [1, 2, 3, 4, 5])
+    assert n == 2 and s == pytest.approx(lp[2] + lp[3], abs=1e-5)
+    # too long for the context: the prefix loses its start, the continuation stays whole
+    ((s2, n2),) = continuation_logprobs(model, [list(range(1, 20))], [[4, 5]])
+    seq = list(range(1, 20))[-14:] + [4, 5]
+    assert n2 == 2 and s2 == pytest.approx(sum(_logp(model, seq)[-2:]), abs=1e-5)
+
+
+def test_cola_score_is_the_average_token_logprob(model):
+    tok = WordTok()
+    (score,) = cola_scores(model, tok, ["the film was good"])
+    assert score == pytest.approx(np.mean(_logp(model, tok.encode("the film was good"))), abs=1e-5)
+    assert best_threshold(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1])) == pytest.approx(
+        0.5
+    )
+
+
+def test_sst2_picks_the_likelier_word_after_very(model):
+    tok = WordTok()
+    seq = tok.encode("the film was very")
+    logits = model(torch.tensor([seq])).logits[0, -1]
+    expected = int(logits[WORDS.index("positive")] > logits[WORDS.index("negative")])
+    assert sst2_predictions(model, tok, ["the film was"]).tolist() == [expected]
+
+
+def test_race_picks_the_answer_with_the_highest_average_logprob(model):
+    tok = WordTok()
+    ex = Example(("a doc", "q"), answers=("yes", "no good", "the", "bad"), label=0)
+    ctx = tok.encode("a doc q")
+    avg = [np.mean(_logp(model, ctx + tok.encode(a))[len(ctx) - 1 :]) for a in ex.answers]
+    assert race_predictions(model, tok, [ex]).tolist() == [int(np.argmax(avg))]
+
+
+def test_dprd_scores_only_the_tokens_after_the_substituted_span(model):
+    tok = WordTok()
+    ex = Example(
+        ("Leo paid Paul because he fixed the roof.", "he"), answers=("Leo", "Paul"), label=1
+    )
+    assert pronoun_span(ex.texts[0], "he", ex.answers) == (22, 24)
+    scores = []
+    for cand in ex.answers:
+        prefix = tok.encode(f"Leo paid Paul because {cand}")
+        rest = tok.encode("fixed the roof")
+        scores.append(np.mean(_logp(model, prefix + rest)[len(prefix) - 1 :]))
+    assert dprd_predictions(model, tok, [ex]).tolist() == [int(np.argmax(scores))]
+
+
+def test_zero_shot_score_and_normalisation(model):
+    tok = WordTok()
+    exs = [Example(("the film was good",), label=1), Example(("the film was bad",), label=0)]
+    acc = zero_shot_score(model, tok, "sst2", exs)
+    assert acc in (0.0, 50.0, 100.0)
+    with pytest.raises(ValueError, match="train="):
+        zero_shot_score(model, tok, "cola", exs)
+    assert normalise("sst2", 50.0) == 0.0 and normalise("sst2", 93.2) == pytest.approx(1.0)
+    assert math.isclose(normalise("race_h", 25.0), 0.0)
