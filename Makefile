@@ -10,7 +10,7 @@ export HF_DATASETS_OFFLINE ?= 1
 # The released GPT-1 vocabulary, where a local copy sits beside the checkout (chapter 1 shows it).
 export GPT1_BPE_DIR ?= $(abspath $(wildcard ../shared/data/gpt1_bpe))
 
-.PHONY: install book test lint format clean
+.PHONY: install book test lint format clean record
 
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH)"
@@ -23,6 +23,17 @@ book: install
 # Lint, then the unit tests and every chapter through nbmake, in one pytest run.
 test: install lint
 	$(PYTHON) -m pytest --nbmake --nbmake-timeout=1200 tests book
+
+# The recorded reproduction (a GPU run): every chapter at SCALE on the data in DATA, records
+# into results/<SCALE>/, then the book. Resumable: chapters already recorded for this commit
+# and these parameters are skipped (FORCE=all reruns them).
+SCALE ?= small
+DATA ?= ../shared/data
+CORPUS ?= $(DATA)/corpus/gutenberg_novels
+FORCE ?=
+record: install
+	$(PYTHON) -m gpt1lib.record --scale $(SCALE) --source $(abspath $(DATA)) \
+		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) --book
 
 lint:
 	$(PYTHON) -m ruff check .

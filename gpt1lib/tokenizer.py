@@ -35,6 +35,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
 from tokenizers import pre_tokenizers as pre
@@ -309,10 +310,11 @@ class GPT1Tokenizer:
             raise FileNotFoundError(f"training files not found: {missing}")
         texts = list(texts or ())  # both passes read it
 
-        def corpus() -> Iterator[str]:
+        def corpus() -> Iterator[str]:  # pieces of at most a few pages, for speed
             for p in paths:
                 yield from _paragraph_blocks(p)
-            yield from texts
+            for text in texts:
+                yield from _cut_at_line_breaks(text) if len(text) > LONG_TEXT else [text]
 
         vocab, _ = cls._train_once(corpus(), [UNK], 0, show_progress)
         base = sorted(set(vocab) - {UNK}, key=lambda t: (t.endswith(EOW), t))
@@ -459,9 +461,9 @@ class GPT1Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """``encode`` of many texts at once, in parallel in Rust.
 
-        tokenizers' normalizer slows down on long strings (each replacement rewrites the whole
-        alignment), so texts over ``LONG_TEXT`` characters are cut at line breaks and encoded in
-        pieces, joined by the newline token: the same ids, since a line break is one token.
+        Texts over ``LONG_TEXT`` characters are cut at line breaks and their pieces encoded in
+        parallel (tokenizers' normalizer also slows down on very long strings), then joined by
+        the newline token: the same ids, since a line break is one token.
         """
         pieces, owners = [], []
         for i, text in enumerate(texts):
@@ -488,12 +490,12 @@ class GPT1Tokenizer:
         return f"GPT1Tokenizer(vocab_size={self.vocab_size}, fingerprint={self.fingerprint()})"
 
 
-#: Texts longer than this are encoded in pieces cut at line breaks.
-LONG_TEXT = 8192
+#: Texts longer than this are encoded (and learned from) in pieces cut at line breaks.
+LONG_TEXT = 1 << 16
 _LINE_BREAK = re.compile(r"[ \t\r\f\v]*\n[ \t\r\n\f\v]*")
 
 
-def _cut_at_line_breaks(text: str, size: int = LONG_TEXT // 2) -> list[str]:
+def _cut_at_line_breaks(text: str, size: int = LONG_TEXT // 4) -> list[str]:
     """``text`` in pieces of about ``size`` characters, each cut made at a line break between
     two lines with text (so each piece has some, and one newline token belongs between them)."""
     pieces: list[str] = []
@@ -509,7 +511,7 @@ def _cut_at_line_breaks(text: str, size: int = LONG_TEXT // 2) -> list[str]:
     return [*pieces, "\n".join(lines)]
 
 
-def _paragraph_blocks(path: Path, min_chars: int = 1 << 16) -> Iterator[str]:
+def _paragraph_blocks(path: Path, min_chars: int = LONG_TEXT // 4) -> Iterator[str]:
     """The text of ``path`` in pieces of at least ``min_chars``, cut at blank lines."""
     with path.open(encoding="utf-8") as f:
         buf: list[str] = []
@@ -616,7 +618,11 @@ class ReleasedEncoder:
         return [self.encoder.get(s, 0) for s in self.tokens(text)]
 
 
-def agreement(tok: GPT1Tokenizer, reference, texts: Iterable[str]) -> dict:
+class _Encodes(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+
+
+def agreement(tok: GPT1Tokenizer, reference: _Encodes, texts: Iterable[str]) -> dict:
     """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``).
 
     ``identical``: fraction of texts with the same id sequence. ``token_agreement``: the
@@ -641,7 +647,7 @@ def agreement(tok: GPT1Tokenizer, reference, texts: Iterable[str]) -> dict:
         matched += sum(block.size for block in sm.get_matching_blocks())
     return {
         "texts": len(texts),
-        "identical": 1 - len(mismatches) / len(texts),
+        "identical": (len(texts) - len(mismatches)) / len(texts),
         "token_agreement": 2 * matched / max(1, n_ours + n_ref),
         "tokens": n_ours,
         "tokens_reference": n_ref,

@@ -92,3 +92,18 @@ def test_ablation_table():
     assert t.loc[f"{run}: Transformer w/o pre-training", "n"] == 1
     assert t.loc["paper: LSTM w/ aux LM", "CoLA"] == PAPER_TABLE5["LSTM w/ aux LM"][0]
     assert len(t) == 4 + 2
+
+
+def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
+    from gpt1lib.record import ROOT, _new_lines, _snapshot, chapters
+
+    names = [p.stem for p in chapters(ROOT / "book")]
+    assert names[:3] == ["01_tokenizer_corpus", "02_model", "03_pretraining"]
+    assert names == sorted(names)
+    (tmp_path / "a").mkdir()
+    f = tmp_path / "a" / "records.jsonl"
+    f.write_text('{"x": 1}\n')
+    before = _snapshot(tmp_path)
+    f.write_text('{"x": 1}\n{"x": 2}\n')
+    (tmp_path / "b.jsonl").write_text('{"y": 3}\n')
+    assert sorted(_new_lines(tmp_path, before)) == ['{"x": 2}', '{"y": 3}']
