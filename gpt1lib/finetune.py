@@ -37,6 +37,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .model import GPT, SPECIAL_TOKENS, lm_loss
+from .pretrain import PretrainConfig, make_optimizer
 from .records import append_records, make_record, provenance
 from .runtime import pick_device, seed_everything
 from .tasks import Example, TaskSpec, get_task
@@ -356,9 +357,7 @@ def finetune(
             range(len(train_items)), min(cfg.eval_train_examples, len(train_items))
         )
         eval_items["train"] = [train_items[i] for i in pick]
-    from .pretrain import make_optimizer  # the same decay scope as pre-training
-
-    opt = make_optimizer(model, replace_lr(cfg), fused=device.type == "cuda")
+    opt = make_optimizer(model, _optimizer_config(cfg), fused=device.type == "cuda")
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     rng = random.Random(cfg.seed)
@@ -369,7 +368,7 @@ def finetune(
         "task": task.name,
         "scale": scale,
         "seed": cfg.seed,
-        "config": {k: v for k, v in asdict(cfg).items()}
+        "config": asdict(cfg)
         | {"model": asdict(model.transformer.config), "train_examples": len(train_items)},
         "data": data,
         **provenance(device),
@@ -436,10 +435,8 @@ def finetune(
     )
 
 
-def replace_lr(cfg: FinetuneConfig):
-    """The optimiser settings of pre-training with fine-tuning's learning rate and decay."""
-    from .pretrain import PretrainConfig
-
+def _optimizer_config(cfg: FinetuneConfig) -> PretrainConfig:
+    """Pre-training's optimiser (AdamW, the same decay scope) at fine-tuning's rate and decay."""
     return PretrainConfig(max_lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
