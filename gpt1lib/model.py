@@ -12,6 +12,7 @@ Module names follow the released checkpoint as transformers stores it (``tokens_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
@@ -47,6 +48,10 @@ class GPTConfig:
     # parameter, is not saved, and its logits are cut off before any caller, loss or sample sees
     # them. 1: no padding (the default; it does not pay on a CPU, see the speed appendix).
     pad_vocab_to: int = 1
+    # Speed only: on the CPU (eager), draw dropout masks from 16-bit integers (about half the time
+    # of torch's Bernoulli draws; rate round(65536 p) / 65536, see ``dropout``) and write the
+    # attention out so that its dropout can use them. False: F.dropout and SDPA's own everywhere.
+    fast_cpu_dropout: bool = True
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
@@ -83,6 +88,17 @@ def preset(name: str, **overrides) -> GPTConfig:
     return replace(PRESETS[name], **overrides)
 
 
+class Dropout(nn.Dropout):
+    """``nn.Dropout``, with ``dropout``'s cheaper mask on the CPU unless ``fast`` is False."""
+
+    def __init__(self, p: float, fast: bool = True) -> None:
+        super().__init__(p)
+        self.fast = fast
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return dropout(x, self.p, self.training, fast=self.fast)
+
+
 class CausalSelfAttention(nn.Module):
     """Masked multi-head self-attention (Vaswani et al. 2017), as in the released code."""
 
@@ -90,18 +106,26 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_head = cfg.n_head
         self.attn_pdrop = cfg.attn_pdrop
+        self.fast = cfg.fast_cpu_dropout
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-        self.resid_dropout = nn.Dropout(cfg.resid_pdrop)
+        self.resid_dropout = Dropout(cfg.resid_pdrop, cfg.fast_cpu_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         # (B, nh, T, hs); dropout on the attention probabilities, scale 1/sqrt(hs)
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.attn_pdrop if self.training else 0.0
-        )
+        p = self.attn_pdrop if self.training else 0.0
+        if p > 0 and self.fast and _cpu_eager(x):
+            # PyTorch's CPU flash kernel has no dropout, and its fallback builds the causal mask
+            # on every call: written out, with the CPU's cheaper dropout mask.
+            att = (q @ k.transpose(-2, -1)).mul_(1.0 / math.sqrt(C // self.n_head))
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu_(1)
+            att = att.masked_fill_(causal, float("-inf")).softmax(dim=-1)
+            y = dropout(att, p, True, fast=True) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -113,7 +137,7 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-        self.dropout = nn.Dropout(cfg.resid_pdrop)
+        self.dropout = Dropout(cfg.resid_pdrop, cfg.fast_cpu_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
@@ -151,7 +175,7 @@ class GPT(nn.Module):
         self.config = cfg
         self.tokens_embed = nn.Embedding(cfg.n_tokens, cfg.n_embd)  # W_e, also the output layer
         self.positions_embed = nn.Embedding(cfg.n_ctx, cfg.n_embd)  # W_p
-        self.drop = nn.Dropout(cfg.embd_pdrop)
+        self.drop = Dropout(cfg.embd_pdrop, cfg.fast_cpu_dropout)
         self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.apply(init_weights)
 
@@ -198,14 +222,21 @@ class GPT(nn.Module):
                 "encode with the model's own tokenizer, or call add_special_tokens() first"
             )
         W_e, W_p = self.tokens_embed.weight, self.positions_embed.weight
+        # the output matmul's rows: padded (zero rows) where that pays, see GPTConfig.pad_vocab_to;
+        # on the CPU only for training, where the copy is paid back by the backward pass
+        rows = cfg.n_tokens
+        if cfg.pad_vocab_to > 1 and (torch.is_grad_enabled() or not _cpu_eager(idx)):
+            rows = cfg.n_tokens_padded
         if cfg.embd_dropout == "matrix":  # released code: drop the matrices, the head sees W_e too
-            W_e, W_p = self.drop(W_e), self.drop(W_p)
+            W_out = dropout(W_e, self.drop.p, self.training, rows, cfg.fast_cpu_dropout)
+            W_e, W_p = W_out[: cfg.n_tokens], self.drop(W_p)
             h = F.embedding(idx, W_e) + W_p[:T]
         else:  # transformers: drop the summed embedding
             h = self.drop(F.embedding(idx, W_e) + W_p[:T])
+            W_out = head_matrix(W_e, rows)
         for block in self.h:
             h = block(h)
-        W_out = head_matrix(W_e, cfg.n_tokens_padded)  # softmax(h_n W_e^T), tied
+        # W_out is W_e (perhaps dropped, perhaps padded): softmax(h_n W_e^T), tied
         logits = loss = None
         if return_logits or (return_logits is None and targets is None):
             logits = (h @ W_out.t())[..., : cfg.n_tokens]  # the padding is never a token
@@ -294,9 +325,9 @@ def head_matrix(W_e: torch.Tensor, rows: int) -> torch.Tensor:
     return F.pad(W_e, (0, 0, 0, pad)) if pad > 0 else W_e
 
 
-#: Elements of one chunk of logits in ``fused_lm_loss`` (256 MB in float32): the loss never
-#: holds more logits than this at once, whatever the batch.
-LOSS_CHUNK_ELEMENTS = 2**26
+#: Elements of one chunk of logits in ``fused_lm_loss`` (128 MB in float32): the loss never
+#: holds more than two such chunks at once, whatever the batch.
+LOSS_CHUNK_ELEMENTS = 2**25
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -305,31 +336,38 @@ class _LinearCrossEntropy(torch.autograd.Function):
     The gradients are computed in the forward pass, chunk by chunk (softmax minus one-hot, times
     W and times h), so the backward pass only scales them: the (rows, vocabulary) logits, their
     log-softmax and their gradient never exist at full size. Log-softmax is float32 whatever the
-    matmul's dtype; only the first ``n_valid`` columns (the real tokens) enter it.
+    matmul's dtype. Rows of W past ``n_valid`` are padding: their logits are set to -inf, so
+    they have probability 0 and get no gradient.
     """
 
     @staticmethod
     def forward(ctx, h, W, targets, weights, n_valid: int, chunk: int, grads: bool):
         loss = torch.zeros((), device=h.device, dtype=torch.float32)
         grad_h = torch.empty_like(h) if grads else None
-        grad_W = torch.zeros(W.shape, device=W.device, dtype=torch.float32) if grads else None
-        W_valid = W[:n_valid]
+        grad_W = torch.empty(W.shape, device=W.device, dtype=torch.float32) if grads else None
+        if grads and h.size(0) == 0:
+            grad_W.zero_()
         with torch.autocast(h.device.type, enabled=False):
             for s in range(0, h.size(0), chunk):
                 h_c, t_c, w_c = h[s : s + chunk], targets[s : s + chunk], weights[s : s + chunk]
-                logits = (h_c @ W_valid.t()).float()  # (rows, n_valid), float32
-                lse = torch.logsumexp(logits, dim=1)
-                nll = lse - logits.gather(1, t_c[:, None]).squeeze(1)
-                loss += (nll * w_c).sum()
-                if grads:  # d loss / d logits = w * (softmax - one_hot)
-                    g = logits.sub_(lse[:, None]).exp_().mul_(w_c[:, None])
-                    g[torch.arange(g.size(0), device=g.device), t_c] -= w_c
-                    g = g.to(W.dtype)
-                    grad_h[s : s + chunk] = g @ W_valid
-                    if W.dtype == torch.float32:
-                        grad_W[:n_valid].addmm_(g.t(), h_c)
-                    else:
-                        grad_W[:n_valid] += (g.t() @ h_c).float()
+                logits = h_c @ W.t()  # (rows, padded vocabulary)
+                logits[:, n_valid:] = float("-inf")  # the padding: probability 0, gradient 0
+                logp = torch.log_softmax(logits.float(), dim=1)
+                del logits
+                loss += -(logp.gather(1, t_c[:, None]).squeeze(1) * w_c).sum()
+                if not grads:
+                    continue
+                g = logp.exp_().mul_(w_c[:, None])  # d loss / d logits = w * (softmax - one_hot)
+                g[torch.arange(g.size(0), device=g.device), t_c] -= w_c
+                g = g.to(W.dtype)
+                torch.mm(g, W, out=grad_h[s : s + chunk])
+                if W.dtype != torch.float32:
+                    part = (g.t() @ h_c).float()
+                    grad_W.copy_(part) if s == 0 else grad_W.add_(part)
+                elif s == 0:
+                    torch.mm(g.t(), h_c, out=grad_W)
+                else:
+                    grad_W.addmm_(g.t(), h_c)
         ctx.grads = (grad_h, grad_W)
         return loss
 
@@ -338,9 +376,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h, grad_W = ctx.grads
         ctx.grads = None
         if grad_h is None:
-            raise RuntimeError("fused_lm_loss was computed without gradients (no_grad)")
+            raise RuntimeError("fused_lm_loss was computed without gradients (under no_grad)")
         grad_W = grad_W.mul_(grad_loss).to(grad_h.dtype)
-        return grad_h * grad_loss.to(grad_h.dtype), grad_W, None, None, None, None, None
+        return grad_h.mul_(grad_loss.to(grad_h.dtype)), grad_W, None, None, None, None, None
 
 
 def fused_lm_loss(
@@ -391,3 +429,59 @@ def fused_lm_loss(
     chunk = max(1, LOSS_CHUNK_ELEMENTS // W.size(0))
     grads = torch.is_grad_enabled() and (h.requires_grad or W.requires_grad)
     return _LinearCrossEntropy.apply(h, W, t, w, n_tokens, chunk, grads)
+
+
+# ---------------------------------------------------------------- the CPU's dropout
+
+
+def _cpu_eager(x: torch.Tensor) -> bool:
+    """Whether ``x`` is on the CPU outside ``torch.compile`` (which fuses dropout itself)."""
+    return x.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def dropout(
+    x: torch.Tensor, p: float, training: bool, rows: int | None = None, fast: bool = True
+) -> torch.Tensor:
+    """``F.dropout(x, p, training)``, then zero rows appended up to ``rows`` (for a padded W_e).
+
+    With ``fast``, on the CPU (eager) the mask comes from 16-bit uniform integers instead of a
+    float Bernoulli draw per element, in about half of ``F.dropout``'s time: an element is
+    dropped with probability round(65536 p) / 65536 (0.1000061 for p = 0.1) and the kept ones
+    are scaled by exactly 1 / (1 - that), so the expectation is still x. Seeded by
+    ``torch.manual_seed`` like any CPU draw. Elsewhere (CUDA, ``torch.compile``) it is
+    ``F.dropout``.
+    """
+    rows = x.size(0) if rows is None else rows
+    if not training or p == 0:
+        return head_matrix(x, rows)
+    if p >= 1:
+        return head_matrix(torch.zeros_like(x), rows)
+    if fast and _cpu_eager(x):
+        return _CPUDropout.apply(x, p, rows)
+    return head_matrix(F.dropout(x, p, True), rows)
+
+
+class _CPUDropout(torch.autograd.Function):
+    """Dropout with a mask of 16-bit uniform integers; the output may have extra zero rows."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float, rows: int):
+        k = round(p * 65536)  # dropped values of the 65536 an int16 takes
+        n = x.numel()
+        bits = torch.randint(-(2**31), 2**31, ((n + 1) // 2,), dtype=torch.int32)
+        keep = (bits.view(torch.int16)[:n] >= k - 32768).view(x.shape)
+        scale = 65536 / (65536 - k)
+        if rows == x.size(0):
+            out = torch.where(keep, x, 0.0).mul_(scale)
+        else:
+            out = x.new_empty((rows, *x.shape[1:]))
+            torch.where(keep, x, x.new_zeros(()), out=out[: x.size(0)]).mul_(scale)
+            out[x.size(0) :].zero_()
+        ctx.save_for_backward(keep)
+        ctx.scale, ctx.n = scale, x.size(0)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, grad[: ctx.n], 0.0).mul_(ctx.scale), None, None

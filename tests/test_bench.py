@@ -1,0 +1,119 @@
+"""The benchmark runs at a tiny size and produces its table and records (not how fast)."""
+
+import json
+
+import pytest
+
+from gpt1lib import GPT, preset
+from gpt1lib.bench import (
+    BenchConfig,
+    format_table,
+    main,
+    matmul_params,
+    model_flops_per_token,
+    run_benchmark,
+    sst2_like_lengths,
+    table_peak,
+    to_records,
+)
+from gpt1lib.records import read_records
+
+pytest.importorskip("transformers")
+
+TINY = BenchConfig(preset="tiny", batch=2, seq=16, steps=2, warmup=1, memory=False)
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_benchmark(TINY, mode="both", device="cpu")
+
+
+def test_benchmark_times_both_implementations_and_both_paddings(results):
+    assert [r["variant"] for r in results] == [
+        "gpt1lib",
+        "transformers",
+        "finetune:dynamic",
+        "finetune:context",
+    ]
+    pre, hf, dyn, ctx = results
+    for r in results:
+        assert r["step_time_s"] > 0 and r["cpu_time_s"] > 0 and len(r["step_times_s"]) == 2
+        assert r["preset"] == "tiny" and r["batch"] == 2 and r["dtype"] == "float32"
+    assert pre["seq"] == 16 and pre["tokens_per_s"] == pytest.approx(32 / pre["step_time_s"])
+    assert 0 < pre["mfu"] and pre["flops_per_token"] == model_flops_per_token(preset("tiny"), 16)
+    assert hf["vs_reference"] == 1.0 and pre["reference"] == "transformers"
+    assert pre["vs_reference"] == pytest.approx(hf["step_time_s"] / pre["step_time_s"])
+    assert ctx["seq"] == 64 and dyn["seq"] < 64  # padded to the context vs to the longest
+    assert dyn["examples_per_s"] > 0 and dyn["reference"] == "padding to the context"
+    assert pre["config"]["embd_dropout"] == hf["config"]["embd_dropout"] == "sum"
+
+
+def test_table_and_records_carry_the_provenance(results):
+    text = format_table(results)
+    for word in ("gpt1lib", "transformers", "finetune:dynamic", "tokens_per_s", "MFU peak"):
+        assert word in text
+    recs = to_records(results, TINY)
+    metrics = {r["metric"] for r in recs}
+    assert {"tokens_per_s", "mfu", "step_time_s", "examples_per_s"} <= metrics
+    assert {"speedup_vs_transformers", "speedup_vs_padding_to_context"} <= metrics
+    for r in recs:
+        assert r["experiment"] == "bench" and r["commit"] and r["device"]
+        c = r["config"]
+        assert c["implementation"] in ("gpt1lib", "transformers")
+        assert c["preset"] == "tiny" and c["batch"] == 2 and c["seq"]
+
+
+def test_command_line_prints_and_appends_records(tmp_path, capsys):
+    out = tmp_path / "bench.jsonl"
+    main(
+        [
+            "--preset=tiny",
+            "--batch=1",
+            "--seq=8",
+            "--steps=1",
+            "--warmup=1",
+            "--device=cpu",
+            "--no-memory",
+            "--impl",
+            "gpt1lib",
+            "gpt1lib:plain",
+            f"--out={out}",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "gpt1lib:plain" in printed and "appended" in printed
+    df = read_records(out)
+    assert set(df.experiment) == {"bench"} and "tokens_per_s" in set(df.metric)
+    json.dumps(df.config.iloc[0])  # plain JSON
+
+
+def test_memory_is_measured_in_a_fresh_process():
+    (r,) = run_benchmark(TINY, implementations=("gpt1lib",), memory=True, device="cpu")
+    assert r["peak_mem_mb"] >= 0 and "fresh process" in r["mem_method"]
+
+
+def test_flops_count_the_blocks_and_the_output_matmul():
+    cfg = preset("paper")
+    assert matmul_params(cfg) == GPT(cfg).num_parameters(embeddings=False) + 40478 * 768
+    assert matmul_params(cfg) == 116_141_568
+    assert model_flops_per_token(cfg, 512) == 6 * 116_141_568 + 12 * 12 * 512 * 768
+
+
+def test_peak_table_and_sst2_lengths():
+    assert table_peak("NVIDIA H100 80GB HBM3")[0] == 989
+    assert table_peak("NVIDIA H100 PCIe")[0] == 756
+    assert table_peak("NVIDIA A100-SXM4-40GB")[0] == 312
+    assert "fp16" in table_peak("Tesla T4")[1]
+    assert table_peak("Some Future GPU") is None
+    lengths = sst2_like_lengths(2000, 512)
+    share = sum(5 <= n <= 40 for n in lengths) / len(lengths)
+    assert share > 0.85 and min(lengths) >= 3 and max(lengths) <= 512
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown implementations"):
+        run_benchmark(TINY, implementations=("pytorch",))
+    with pytest.raises(ValueError, match="seq=65 must be between 1 and the tiny context 64"):
+        run_benchmark(TINY, seq=65)
+    with pytest.raises(ValueError, match="preset='huge'"):
+        run_benchmark(TINY, preset="huge")
