@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import SPECIAL_TOKENS, GPTOutput
+from .model import GPT, GPTOutput
 
 
 @dataclass(frozen=True)
@@ -103,28 +103,7 @@ class LSTMLM(nn.Module):
         logits = F.linear(h, self.tokens_embed.weight) if return_logits else None
         return GPTOutput(logits, h)
 
-    def add_special_tokens(self, n: int = len(SPECIAL_TOKENS)) -> LSTMLM:
-        """Append ``n`` rows to the embedding, initialised N(0, 0.02) (in place)."""
-        old = self.tokens_embed.weight
-        new = torch.empty(old.size(0) + n, old.size(1), device=old.device, dtype=old.dtype)
-        nn.init.normal_(new, std=0.02)
-        with torch.no_grad():
-            new[: old.size(0)] = old
-        self.tokens_embed.weight = nn.Parameter(new)
-        self.tokens_embed.num_embeddings = new.size(0)
-        self.config = replace(self.config, n_special=self.config.n_special + n)
-        return self
-
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Continue ``idx`` like ``GPT.generate`` (recomputing the prefix: short texts only)."""
-        from .model import GPT
-
-        return GPT.generate(self, idx, max_new_tokens, temperature, top_k, generator)
+    # The same as the transformer's: new rows of W_e, N(0, 0.02); greedy or sampled continuation
+    # (recomputing the prefix each step: fine for the short texts it is used on).
+    add_special_tokens = GPT.add_special_tokens
+    generate = GPT.generate
