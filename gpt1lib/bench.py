@@ -208,20 +208,11 @@ def _autocast(device: torch.device, bf16: bool):
     return contextlib.nullcontext()
 
 
-def _fused_adamw_ok(device: torch.device) -> bool:
-    """Fused AdamW runs on CUDA, and on the CPU since PyTorch 2.4."""
-    try:
-        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
-    except (RuntimeError, ValueError):
-        return False
-    return True
-
-
 def _optimizer(model: torch.nn.Module, device: torch.device):
     """The pre-training optimiser (decay scope, betas, eps), fused where PyTorch has it."""
     from .pretrain import PretrainConfig, make_optimizer
 
-    return make_optimizer(model, PretrainConfig(), fused=_fused_adamw_ok(device))
+    return make_optimizer(model.to(device), PretrainConfig())
 
 
 def _train_step(model, opt, loss_fn: Callable[[], torch.Tensor], device, bf16) -> Callable:

@@ -32,6 +32,7 @@ HUB_DEFAULT = "emozilla/pg19"
 #: The corpus each scale pre-trains on, and how many of its documents (None: all).
 DEFAULT_CORPUS: dict[str, tuple[str, int | None]] = {
     "smoke": ("fixture", None),
+    "cpu": (HUB_DEFAULT, 100),  # about 40 MB of books
     "small": (HUB_DEFAULT, 300),  # about 120 MB of books, streamed
     "paper": (HUB_DEFAULT, None),
 }

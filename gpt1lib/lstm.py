@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import GPT, GPTOutput
+from .model import GPT, GPTOutput, fused_lm_loss
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class LSTMConfig:
 LSTM_PRESETS: dict[str, LSTMConfig] = {
     "paper": LSTMConfig(),
     "small": LSTMConfig(n_embd=384, n_hidden=1024),
+    "mini": LSTMConfig(vocab_size=8000, n_ctx=128, n_embd=256, n_hidden=512),
     "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=128),
 }
 
@@ -91,8 +92,16 @@ class LSTMLM(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: torch.Tensor, return_logits: bool = True, validate: bool = True
+        self,
+        idx: torch.Tensor,
+        return_logits: bool | None = None,
+        validate: bool = True,
+        targets: torch.Tensor | None = None,
+        loss_mask: torch.Tensor | None = None,
+        reduction: str = "mean",
     ) -> GPTOutput:
+        """As ``GPT.forward``: logits (by default without ``targets``), hidden states, and with
+        ``targets`` the LM loss from ``fused_lm_loss``."""
         cfg = self.config
         if validate and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= cfg.n_tokens):
             raise ValueError(
@@ -100,8 +109,13 @@ class LSTMLM(nn.Module):
                 "model's own tokenizer, or call add_special_tokens() first"
             )
         h = self.h[0](self.drop(self.tokens_embed(idx)))
-        logits = F.linear(h, self.tokens_embed.weight) if return_logits else None
-        return GPTOutput(logits, h)
+        W = self.tokens_embed.weight
+        logits = loss = None
+        if return_logits or (return_logits is None and targets is None):
+            logits = F.linear(h, W)
+        if targets is not None:
+            loss = fused_lm_loss(h, W, targets, loss_mask, reduction)
+        return GPTOutput(logits, h, loss)
 
     # The same as the transformer's: new rows of W_e, N(0, 0.02); greedy or sampled continuation
     # (recomputing the prefix each step: fine for the short texts it is used on).

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from .records import git_commit
+from .runtime import SCALES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,7 +121,7 @@ def record(
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(prog="python -m gpt1lib.record", description=__doc__.split("\n")[0])
-    p.add_argument("--scale", default="small", choices=("smoke", "small", "paper"))
+    p.add_argument("--scale", default="small", choices=SCALES)
     p.add_argument("--source", default=None, help="folder of the task data sets, or 'hub'")
     p.add_argument("--corpus", default=None, help="pre-training corpus: a folder, file or hub id")
     p.add_argument(
