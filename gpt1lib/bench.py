@@ -72,7 +72,7 @@ from typing import Any, Literal
 
 import torch
 
-from .model import GPT, GPTConfig, lm_loss, preset
+from .model import GPT, PRESETS, GPTConfig, lm_loss, preset
 from .records import append_records, make_record, provenance
 
 #: Dense bf16 tensor-core peaks in TFLOP/s (fp16 for the T4, which has no bf16), from the
@@ -507,8 +507,8 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
     vs_reference_cpu, the step times, config, commit and date.
     """
     cfg = replace(cfg or BenchConfig(), **overrides)
-    if cfg.preset not in ("tiny", "small", "paper"):
-        raise ValueError(f"preset={cfg.preset!r}: choose tiny, small or paper")
+    if cfg.preset not in PRESETS:
+        raise ValueError(f"preset={cfg.preset!r}: choose one of {sorted(PRESETS)}")
     if cfg.mode not in ("pretrain", "finetune", "both"):
         raise ValueError(f"mode={cfg.mode!r}: choose pretrain, finetune or both")
     unknown = [i for i in cfg.implementations if i not in IMPLEMENTATIONS]
@@ -708,7 +708,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """``python -m gpt1lib.bench``: time, print the table, append the records."""
     p = argparse.ArgumentParser(prog="python -m gpt1lib.bench", description=__doc__.split("\n")[0])
-    p.add_argument("--preset", choices=("tiny", "small", "paper"), default="tiny")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=None, help="tokens per sequence (default n_ctx)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per implementation")
