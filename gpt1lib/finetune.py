@@ -109,7 +109,8 @@ def warmup_linear(x: float, warmup: float) -> float:
 
 class TaskOutput(NamedTuple):
     scores: torch.Tensor  # (examples, classes), (examples, answers) or (examples,) for STS-B
-    lm_logits: torch.Tensor | None  # (sequences, T, tokens), None when lm_coef is 0
+    lm_logits: torch.Tensor | None = None  # (sequences, T, tokens), if asked for
+    lm_loss: torch.Tensor | None = None  # L1 as a loss (the mean of each sequence's mean)
 
 
 class TaskModel(nn.Module):
@@ -129,8 +130,17 @@ class TaskModel(nn.Module):
         nn.init.zeros_(self.head.bias)
         self.clf_pdrop = clf_pdrop
 
-    def forward(self, batch: Batch, lm: bool = True) -> TaskOutput:
-        out = self.transformer(batch.ids, return_logits=lm, validate=False)
+    def forward(self, batch: Batch, lm: bool = True, return_logits: bool = False) -> TaskOutput:
+        """The task scores, and with ``lm`` the auxiliary L1 over each sequence's real tokens,
+        computed from the hidden states (``fused_lm_loss``); the LM logits only if asked for."""
+        lm_args = {"targets": batch.ids[:, 1:], "loss_mask": batch.mask[:, 1:]} if lm else {}
+        out = self.transformer(
+            batch.ids,
+            return_logits=return_logits,
+            validate=False,
+            reduction="mean_of_sequences",
+            **lm_args,
+        )
         h = out.hidden[torch.arange(batch.ids.size(0), device=batch.ids.device), batch.extract]
         h = h.view(-1, batch.n_seq, h.size(-1))  # (examples, sequences, n_embd)
         if self.family == "similarity":
@@ -149,7 +159,7 @@ class TaskModel(nn.Module):
         scores = self.head(h)
         if self.family == "multiple_choice" or self.regression:
             scores = scores.squeeze(-1)
-        return TaskOutput(scores, out.logits)
+        return TaskOutput(scores, out.logits, out.loss)
 
 
 def task_loss(
@@ -160,11 +170,13 @@ def task_loss(
         l2 = F.mse_loss(out.scores.float(), batch.labels.float())
     else:
         l2 = F.cross_entropy(out.scores.float(), batch.labels)
-    if lm_coef == 0 or out.lm_logits is None:
+    if lm_coef == 0 or (out.lm_loss is None and out.lm_logits is None):
         return l2, l2, torch.zeros_like(l2)
-    l1 = lm_loss(
-        out.lm_logits[:, :-1], batch.ids[:, 1:], batch.mask[:, 1:], reduction="per_sequence"
-    ).mean()
+    l1 = out.lm_loss
+    if l1 is None:
+        l1 = lm_loss(
+            out.lm_logits[:, :-1], batch.ids[:, 1:], batch.mask[:, 1:], reduction="per_sequence"
+        ).mean()
     return l2 + lm_coef * l1, l2, l1
 
 

@@ -77,7 +77,8 @@ def test_multiple_choice_softmax_and_one_dropout_mask_per_example():
 def test_loss_is_the_formula():
     m = _model("sst2")
     batch = _batch("sst2", [Example(("a b c",), label=1), Example(("d e f g",), label=0)])
-    out = m(batch)
+    out = m(batch, return_logits=True)  # L1 from the hidden states, and the logits to check it
+    assert out.lm_loss is not None
     loss, l2, l1 = task_loss(out, batch, m, lm_coef=0.5)
     ce = F.cross_entropy(out.scores, batch.labels)
     per_seq = []

@@ -43,7 +43,7 @@ def test_the_same_finetuning_step_runs_on_both(kind):
     ex = Example(("a short doc", "why"), answers=("w", "x y", "z", "q"), label=1)
     batch = collate([encode_example(ex, task.family, Tok(), 64)] * 2)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    out = model(batch)
+    out = model(batch, return_logits=True)
     assert out.scores.shape == (2, 4) and out.lm_logits.shape[-1] == V + 3
     loss, _, _ = task_loss(out, batch, model, 0.5)
     loss.backward()
@@ -88,3 +88,14 @@ def test_lstm_pretrains_with_the_same_loop(tmp_path):
     assert len(val) == 2 and val[1] < val[0]
     again, _ = load_run_model(r.log_checkpoints[-1])
     assert isinstance(again, LSTMLM)
+
+
+def test_lstm_loss_from_targets_equals_the_loss_of_its_logits():
+    from gpt1lib.model import lm_loss
+
+    torch.manual_seed(0)
+    m = LSTMLM(lstm_preset("tiny")).eval()
+    x = torch.randint(0, m.config.n_tokens, (3, 17))
+    out = m(x[:, :-1], targets=x[:, 1:])
+    assert out.logits is None
+    torch.testing.assert_close(out.loss, lm_loss(m(x[:, :-1]).logits, x[:, 1:]))
