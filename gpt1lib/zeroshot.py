@@ -23,6 +23,7 @@ and where they come from are in ``BASELINES``.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -222,6 +223,7 @@ def evaluate_checkpoints(
         model.to(dev)
         step = int(folder.name.split("_")[-1])
         for task, (examples, train) in data.items():
+            t0 = time.perf_counter()
             value = zero_shot_score(model, tok, task, examples, train)
             out.append(
                 make_record(
@@ -238,6 +240,7 @@ def evaluate_checkpoints(
                         "checkpoint": folder.name,
                         "examples": len(examples),
                     },
+                    wall_time=time.perf_counter() - t0,
                     **provenance(dev),
                 )
             )
