@@ -50,7 +50,7 @@ class LSTMConfig:
 LSTM_PRESETS: dict[str, LSTMConfig] = {
     "paper": LSTMConfig(),
     "small": LSTMConfig(n_embd=384, n_hidden=1024),
-    "mini": LSTMConfig(vocab_size=8000, n_ctx=128, n_embd=256, n_hidden=512),
+    "mini": LSTMConfig(vocab_size=8319, n_ctx=128, n_embd=256, n_hidden=512),
     "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=128),
 }
 

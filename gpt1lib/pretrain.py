@@ -657,7 +657,6 @@ def load_tokenizer(spec: str, train_texts=None):
     return GPT1Tokenizer.load(path)
 
 
-#: The tokenizer and corpus each scale uses by default.
 #: The vocabulary each scale reads with: the released 40,000 merges from ``small`` up; fewer merges
 #: learned on the corpus below it, where the output matmul over 40,478 tokens would cost a CPU
 #: four times the blocks' work.
