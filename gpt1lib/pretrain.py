@@ -318,9 +318,15 @@ def _run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus) -> dict:
     }
 
 
+#: Model settings that change how a step is computed, never what: a run resumes across them.
+SPEED_ONLY = ("pad_vocab_to", "fast_cpu_dropout")
+
+
 def _config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     out = []
     for k in sorted(set(old) | set(new)):
+        if prefix == "model.config." and k in SPEED_ONLY:
+            continue
         a, b = old.get(k), new.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
             out += _config_diff(a, b, f"{prefix}{k}.")

@@ -272,6 +272,14 @@ def test_resume_with_another_config_is_refused(tok, corpus, tmp_path):
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
 
 
+def test_resume_across_speed_settings_is_allowed(tok, corpus, tmp_path):
+    cfg = replace(SMOKE, total_steps=10, ckpt_interval=5)
+    pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, stop_after=5)
+    other = _model(tok, pad_vocab_to=64, fast_cpu_dropout=False)
+    r = pretrain(other, tok, corpus, cfg, tmp_path, progress=False, resume=True)
+    assert r.step == 10
+
+
 def test_existing_run_is_not_overwritten(tok, corpus, tmp_path):
     cfg = replace(SMOKE, total_steps=5, ckpt_interval=5)
     pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False)
