@@ -29,6 +29,6 @@ def test_unknown_scale_names_the_choices():
 def test_default_limits_fill_only_what_is_not_given():
     assert default_limits("smoke", "sst2") == {"limit": None, "eval_limit": None}
     assert default_limits("small", "sst2") == {"limit": 20_000, "eval_limit": None}
-    assert default_limits("cpu", "sst2") == {"limit": 1000, "eval_limit": 500}
-    assert default_limits("cpu", "race") == {"limit": 250, "eval_limit": 200}  # 4 sequences each
+    assert default_limits("cpu", "sst2") == {"limit": 800, "eval_limit": 400}
+    assert default_limits("cpu", "race") == {"limit": 200, "eval_limit": 200}  # 4 sequences each
     assert default_limits("cpu", "sst2", 10, 0) == {"limit": 10, "eval_limit": 0}
