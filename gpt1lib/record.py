@@ -9,8 +9,9 @@ passing each notebook only the parameters it declares (``scale``, ``source``, ``
 append under ``<out_dir>/<scale>/`` are copied to ``results/<scale>/<chapter>.jsonl`` and the
 executed notebook to ``<out_dir>/<scale>/notebooks/``. A manifest remembers, per chapter, the
 commit and the parameters it ran with: a chapter that already has its records for the same
-commit and parameters is skipped unless ``--force`` names it (or ``all``). ``--book`` rebuilds
-the HTML book afterwards.
+commit and parameters is skipped unless ``--force`` names it (or ``all``). A chapter that fails
+is reported and the others still run; the command then ends with an error naming the failed
+chapters (their records are not kept). ``--book`` rebuilds the HTML book afterwards.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from .records import git_commit
 from .runtime import SCALES
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class RecordError(RuntimeError):
+    """Some chapters of a recorded run failed; the records of the others were kept."""
 
 
 def chapters(book: Path) -> list[Path]:
@@ -72,6 +77,7 @@ def record(
     manifest_path = results_scale / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     commit = git_commit()
+    failed: dict[str, str] = {}
     for nb in chapters(book):
         name = nb.stem
         if only and name not in only:
@@ -97,13 +103,18 @@ def record(
         t0 = time.perf_counter()
         log(f"{name}: running with {use}")
         (runs / "notebooks").mkdir(parents=True, exist_ok=True)
-        pm.execute_notebook(
-            str(nb),
-            str(runs / "notebooks" / nb.name),
-            parameters=use,
-            cwd=str(book),
-            progress_bar=False,
-        )
+        try:
+            pm.execute_notebook(
+                str(nb),
+                str(runs / "notebooks" / nb.name),
+                parameters=use,
+                cwd=str(book),
+                progress_bar=False,
+            )
+        except pm.PapermillExecutionError as e:  # the other chapters still run
+            failed[name] = f"{e.ename}: {e.evalue}"
+            log(f"{name}: FAILED ({failed[name]}); see {runs / 'notebooks' / nb.name}")
+            continue
         lines = _new_lines(runs, before)
         (results_scale / f"{name}.jsonl").write_text("".join(x + "\n" for x in lines))
         manifest[name] = {
@@ -116,6 +127,11 @@ def record(
         tmp.write_text(json.dumps(manifest, indent=1))
         os.replace(tmp, manifest_path)
         log(f"{name}: {len(lines)} records, {manifest[name]['wall_time_s']} s")
+    if failed:
+        raise RecordError(
+            f"{len(failed)} chapter(s) failed, their records not kept (the others' are): "
+            + "; ".join(f"{k}: {v}" for k, v in failed.items())
+        )
     return manifest
 
 

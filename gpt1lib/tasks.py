@@ -1006,6 +1006,19 @@ def _spec_and_split(task: str | TaskSpec, split: str) -> TaskSpec:
     return spec
 
 
+def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | None:
+    """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
+    evaluation split is missing there, e.g. Story Cloze without its files, or QQP without a dev
+    file), or None when both load."""
+    spec = get_task(task)
+    try:
+        for split in dict.fromkeys(("train", spec.eval_split)):
+            load_examples(spec, split, source, limit=1)
+    except (FileNotFoundError, RuntimeError) as e:
+        return str(e)
+    return None
+
+
 def _source_path(spec: TaskSpec, split: str, source: str | Path) -> Path:
     root = FIXTURES if isinstance(source, str) and source == "fixture" else Path(source)
     return _find(spec, split, root)

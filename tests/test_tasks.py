@@ -426,3 +426,12 @@ def test_shared_data_labels_match_sources_md(shared_data):
     sst = load_examples("sst2", "dev", shared_data)[0]
     assert sst == Example(("it 's a charming and often affecting journey .",), label=1, uid="0")
     assert all(e.label is None for e in load_examples("sst2", "test", shared_data))
+
+
+def test_unavailable_names_the_missing_split(tmp_path):
+    from gpt1lib.tasks import unavailable
+
+    assert unavailable("sst2", "fixture") is None
+    (tmp_path / "SST-2").mkdir()
+    (tmp_path / "SST-2" / "train.tsv").write_text("sentence\tlabel\na fine film\t1\n")
+    assert "dev" in unavailable("sst2", tmp_path)
