@@ -1010,7 +1010,7 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
     """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
     evaluation split is missing there, e.g. Story Cloze without its files, or QQP without a dev
     file), or None when both load."""
-    spec = get_task(task)
+    spec = task if isinstance(task, TaskSpec) else get_task(task)
     try:
         for split in dict.fromkeys(("train", spec.eval_split)):
             load_examples(spec, split, source, limit=1)

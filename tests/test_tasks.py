@@ -432,6 +432,7 @@ def test_unavailable_names_the_missing_split(tmp_path):
     from gpt1lib.tasks import unavailable
 
     assert unavailable("sst2", "fixture") is None
+    assert unavailable(get_task("sst2"), "fixture") is None
     (tmp_path / "SST-2").mkdir()
     (tmp_path / "SST-2" / "train.tsv").write_text("sentence\tlabel\na fine film\t1\n")
     assert "dev" in unavailable("sst2", tmp_path)
