@@ -246,17 +246,11 @@ def _transformers_model(cfg: GPTConfig, dropout: float):
             "(or leave 'transformers' out of implementations)"
         ) from e
     hf_logging.set_verbosity_error()
-    hf_cfg = OpenAIGPTConfig(
-        vocab_size=cfg.n_tokens,
-        n_positions=cfg.n_ctx,
-        n_embd=cfg.n_embd,
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
-        embd_pdrop=dropout,
-        attn_pdrop=dropout,
-        resid_pdrop=dropout,
-    )
-    return OpenAIGPTLMHeadModel(hf_cfg)
+    from .weights import config_to_hf
+
+    hf = {k: v for k, v in config_to_hf(cfg).items() if k not in ("architectures", "model_type")}
+    hf.update(embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout)
+    return OpenAIGPTLMHeadModel(OpenAIGPTConfig(**hf))
 
 
 def _pretrain_contender(name: str, cfg: BenchConfig, seq: int, device: torch.device) -> _Contender:
