@@ -24,19 +24,6 @@ import numpy as np
 import torch
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
-#: A long-form book corpus on the hub that loads with ``datasets`` as parquet, one row a book
-#: (PG-19: 28,602 public-domain books, columns short_book_title, publication_date, url, text;
-#: train/validation/test). ``fla-hub/pg19`` is a copy; ``rojagtap/bookcorpus`` holds the
-#: paper's BooksCorpus as sentences, in order, without book boundaries.
-HUB_DEFAULT = "emozilla/pg19"
-#: The corpus each scale pre-trains on, and how many of its documents (None: all).
-DEFAULT_CORPUS: dict[str, tuple[str, int | None]] = {
-    "smoke": ("fixture", None),
-    "cpu": (HUB_DEFAULT, 100),  # about 40 MB of books
-    "small": (HUB_DEFAULT, 300),  # about 120 MB of books, streamed
-    "paper": (HUB_DEFAULT, None),
-}
-
 _VALID_NAMES = {"valid", "validation", "val", "dev"}
 
 

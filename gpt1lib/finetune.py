@@ -11,7 +11,7 @@ each answer's extract vector to one scalar and takes a softmax over the answers,
 classifier-dropout mask shared by an example's answers. STS-B is a regression: W_y gives one
 number and the loss is the mean squared error to the gold 0-5 score (the paper does not say;
 the choice is ours). The loss is ``mean(task loss) + lambda * mean(per-sequence mean LM loss
-over the whole transformed sequence)``, as in the released code.
+over the whole transformed sequence)``, as in the released code (``loss.task_loss``).
 
 Layer transfer (§5, Figure 2 left), the released code's meaning: ``n_transfer = K`` copies the
 embeddings and the first K blocks; K = 0 copies the embeddings only; K = -1 copies nothing.
@@ -27,20 +27,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import torch
-import torch.nn.functional as F
-from safetensors.torch import save_file
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from torch import nn
 from tqdm.auto import tqdm
 
-from .model import GPT, SPECIAL_TOKENS, lm_loss
-from .pretrain import PretrainConfig, make_optimizer
+from .fast import FastGPT
+from .loss import task_loss
+from .model import GPT, SPECIAL_TOKENS
+from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, provenance
 from .runtime import pick_device, seed_everything
-from .tasks import Example, TaskSpec, get_task
+from .tasks import FIXTURES, Example, TaskSpec, describe_source, get_task, load_examples
 from .transforms import Batch, Encoded, collate, encode_example
 
 
@@ -58,59 +60,12 @@ class FinetuneConfig:
     clf_pdrop: float = 0.1
     n_transfer: int | None = None  # blocks transferred (None: all; 0: embeddings; -1: nothing)
     max_len: int | None = None  # longest sequence (None: the model's context)
-    length_grouped: bool = True  # batches of similar lengths, padded to their longest
-    pad_to_context: bool = False  # pad every batch to max_len (the slow way, for comparison)
     eval_batch_size: int = 64
     eval_train_examples: int = 0  # also score this many training examples each epoch
     bf16: bool = True
     compile: bool = False
     seed: int = 0
     experiment: str = "finetune"
-
-
-#: Fine-tuning at each scale: smoke uses a larger rate and more epochs so a tiny model learns
-#: from the fixtures in seconds; cpu uses smaller batches for its few examples; small and paper
-#: use the paper's settings.
-FINETUNE_PRESETS: dict[str, FinetuneConfig] = {
-    "smoke": FinetuneConfig(lr=2e-3, epochs=4, batch_size=8),
-    "cpu": FinetuneConfig(batch_size=16),
-    "small": FinetuneConfig(),
-    "paper": FinetuneConfig(),
-}
-
-
-#: Examples per task at each scale, (train, eval) by task family or "default" (None: all),
-#: subsampled with the seed; the records say so. At cpu scale they keep the whole book near
-#: 1.5 hours on two cores; a multiple-choice example is four sequences, so it gets a quarter.
-DATA_LIMITS: dict[str, dict[str, tuple[int | None, int | None]]] = {
-    "cpu": {"default": (800, 400), "multiple_choice": (200, 200)},
-    "small": {"default": (20_000, None)},
-}
-
-
-def default_limits(
-    scale: str, task: str, limit: int | None = None, eval_limit: int | None = None
-) -> dict[str, int | None]:
-    """``run_task``'s ``limit`` and ``eval_limit``: as given, or where None the scale's default
-    for ``task``."""
-    by_family = DATA_LIMITS.get(scale, {})
-    train, evals = by_family.get(get_task(task).family, by_family.get("default", (None, None)))
-    return {
-        "limit": train if limit is None else limit,
-        "eval_limit": evals if eval_limit is None else eval_limit,
-    }
-
-
-def warmup_linear(x: float, warmup: float) -> float:
-    """The released code's fine-tuning schedule at fraction ``x`` of training: ``x / warmup``
-    during warm-up, then ``1 - x`` (linear decay to 0)."""
-    return x / warmup if x < warmup else max(0.0, 1.0 - x)
-
-
-class TaskOutput(NamedTuple):
-    scores: torch.Tensor  # (examples, classes), (examples, answers) or (examples,) for STS-B
-    lm_logits: torch.Tensor | None = None  # (sequences, T, tokens), if asked for
-    lm_loss: torch.Tensor | None = None  # L1 as a loss (the mean of each sequence's mean)
 
 
 class TaskModel(nn.Module):
@@ -130,57 +85,38 @@ class TaskModel(nn.Module):
         nn.init.zeros_(self.head.bias)
         self.clf_pdrop = clf_pdrop
 
-    def forward(self, batch: Batch, lm: bool = True, return_logits: bool = False) -> TaskOutput:
-        """The task scores, and with ``lm`` the auxiliary L1 over each sequence's real tokens,
-        computed from the hidden states (``fused_lm_loss``); the LM logits only if asked for."""
-        lm_args = {"targets": batch.ids[:, 1:], "loss_mask": batch.mask[:, 1:]} if lm else {}
-        out = self.transformer(
-            batch.ids,
-            return_logits=return_logits,
-            validate=False,
-            reduction="mean_of_sequences",
-            **lm_args,
-        )
-        h = out.hidden[torch.arange(batch.ids.size(0), device=batch.ids.device), batch.extract]
-        h = h.view(-1, batch.n_seq, h.size(-1))  # (examples, sequences, n_embd)
+    def forward(self, batch: Batch, lm: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The task scores (examples, classes or answers; (examples,) for STS-B), and with
+        ``lm`` the auxiliary L1, the mean of each sequence's mean over its real tokens."""
+        l1 = None
+        if lm:
+            out = self.transformer(
+                batch.ids,
+                targets=batch.ids[:, 1:],
+                loss_mask=batch.mask[:, 1:],
+                reduction="mean_of_sequences",
+            )
+            hidden, l1 = out.hidden, out.loss
+        else:
+            hidden, _ = self.transformer.hidden(batch.ids)
+        rows = torch.arange(batch.ids.size(0), device=batch.ids.device)
+        h = hidden[rows, batch.extract].view(-1, batch.n_seq, hidden.size(-1))
         if self.family == "similarity":
             h = h.sum(1)  # the two orders' extract vectors, added
         elif self.family != "multiple_choice":
             h = h[:, 0]
         if self.training and self.clf_pdrop > 0:
             # one mask per example: shared by its answers in multiple choice
-            keep = torch.full(
-                (h.size(0), 1, h.size(-1)) if h.dim() == 3 else h.shape,
-                1 - self.clf_pdrop,
-                device=h.device,
-                dtype=h.dtype,
-            )
+            shape = (h.size(0), 1, h.size(-1)) if h.dim() == 3 else h.shape
+            keep = torch.full(shape, 1 - self.clf_pdrop, device=h.device, dtype=h.dtype)
             h = h * torch.bernoulli(keep) / (1 - self.clf_pdrop)
         scores = self.head(h)
         if self.family == "multiple_choice" or self.regression:
             scores = scores.squeeze(-1)
-        return TaskOutput(scores, out.logits, out.loss)
+        return scores, l1
 
 
-def task_loss(
-    out: TaskOutput, batch: Batch, model: TaskModel, lm_coef: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """L3 as a loss to minimise: (total, task part, LM part), each a mean over the batch."""
-    if model.regression:
-        l2 = F.mse_loss(out.scores.float(), batch.labels.float())
-    else:
-        l2 = F.cross_entropy(out.scores.float(), batch.labels)
-    if lm_coef == 0 or (out.lm_loss is None and out.lm_logits is None):
-        return l2, l2, torch.zeros_like(l2)
-    l1 = out.lm_loss
-    if l1 is None:
-        l1 = lm_loss(
-            out.lm_logits[:, :-1], batch.ids[:, 1:], batch.mask[:, 1:], reduction="per_sequence"
-        ).mean()
-    return l2 + lm_coef * l1, l2, l1
-
-
-def transfer(src: GPT, dst: GPT, n_transfer: int | None) -> list[str]:
+def transfer(src, dst, n_transfer: int | None) -> list[str]:
     """Copy the embeddings and the first ``n_transfer`` blocks of ``src`` into ``dst``.
 
     None: all blocks; 0: the embeddings only; -1: nothing. Returns the names copied.
@@ -210,20 +146,21 @@ def transfer(src: GPT, dst: GPT, n_transfer: int | None) -> list[str]:
 
 
 def build_task_model(
-    pretrained: GPT,
+    pretrained,
     task: TaskSpec,
     n_transfer: int | None = None,
     clf_pdrop: float = 0.1,
     seed: int = 0,
     max_len: int | None = None,
 ) -> TaskModel:
-    """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT or LSTM) with the special tokens,
-    given ``n_transfer`` layers of ``pretrained``, and a new head W_y for ``task``."""
+    """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT-1, run as ``FastGPT``, or the
+    LSTM) with the special tokens, given ``n_transfer`` layers of ``pretrained``, and a new
+    head W_y for ``task``."""
     cfg = pretrained.config
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     cfg = replace(cfg, n_special=n_special, n_ctx=min(cfg.n_ctx, max_len or cfg.n_ctx))
     seed_everything(seed)
-    fresh = type(pretrained)(cfg)
+    fresh = FastGPT(cfg) if isinstance(pretrained, GPT) else type(pretrained)(cfg)
     transfer(pretrained, fresh, n_transfer)
     return TaskModel(fresh, task, clf_pdrop)
 
@@ -232,17 +169,13 @@ def build_task_model(
 
 
 def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> list[Encoded]:
-    """Every example's token sequences (labels checked against the task first)."""
+    """Every example's token sequences (answer counts checked against the task first)."""
     out = []
     for ex in examples:
-        if (
-            task.family == "multiple_choice"
-            and task.n_answers
-            and len(ex.answers) != task.n_answers
-        ):
+        n = task.n_answers
+        if task.family == "multiple_choice" and n and len(ex.answers) != n:
             raise ValueError(
-                f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; "
-                f"the task has {task.n_answers}"
+                f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; the task has {n}"
             )
         out.append(encode_example(ex, task.family, tok, n_ctx))
     return out
@@ -276,9 +209,6 @@ def compute_metrics(
     task: TaskSpec, predictions: np.ndarray, labels: np.ndarray
 ) -> dict[str, float]:
     """The task's metrics (scikit-learn and scipy), as percentages like the paper's."""
-    from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
-
     fns = {
         "accuracy": lambda: accuracy_score(labels, predictions),
         "matthews": lambda: matthews_corrcoef(labels, predictions),
@@ -301,16 +231,14 @@ def predict(
     device = device or next(model.parameters()).device
     was = model.training
     model.eval()
-    scores: list[tuple[list[int], torch.Tensor]] = []
+    out: list = [None] * len(items)
     for b in batches(items, batch_size, None, length_grouped=True):
         batch = collate([items[i] for i in b]).to(device)
         with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
-            scores.append((b, model(batch, lm=False).scores.float().cpu()))
-    model.train(was)
-    out = [None] * len(items)
-    for b, s in scores:
-        for i, v in zip(b, s, strict=True):
+            scores = model(batch, lm=False)[0].float().cpu()
+        for i, v in zip(b, scores, strict=True):
             out[i] = v.numpy()
+    model.train(was)
     return np.stack(out)
 
 
@@ -336,7 +264,7 @@ class FinetuneResult:
     """Metrics by epoch and split, the best epoch, and the trained model."""
 
     task: str
-    metrics: object  # DataFrame: epoch, split, metric, value
+    metrics: pd.DataFrame  # epoch, split, metric, value
     best: dict[str, float]  # the eval split's metrics at the best epoch
     best_epoch: int
     wall_time: float
@@ -345,8 +273,42 @@ class FinetuneResult:
     records: list[dict] = field(default_factory=list, repr=False)
 
 
+def _check_examples(task: TaskSpec, train, evals: dict) -> None:
+    if not train:
+        raise ValueError(f"no training examples for {task.name}")
+    if not evals or any(not v for v in evals.values()):
+        raise ValueError(
+            f"give labelled evaluation examples for {task.name}, e.g. "
+            "{'dev': load_examples(task, 'dev', source)}"
+        )
+    for split, exs in {"train": train, **evals}.items():
+        unlabeled = [e.uid for e in exs if e.label is None]
+        if unlabeled:
+            raise ValueError(
+                f"{task.name} {split} has {len(unlabeled)} unlabelled examples (e.g. "
+                f"{unlabeled[0]!r}): train and evaluate on labelled splits"
+            )
+
+
+def _epoch(net, model, opt, items, order, cfg, step, total, device, bf16, bar) -> torch.Tensor:
+    """One pass over ``items`` in the batches ``order``; returns the summed loss."""
+    loss_sum = torch.zeros((), device=device)
+    for i, b in enumerate(order):
+        batch = collate([items[j] for j in b]).to(device, non_blocking=True)
+        lr = cfg.lr * warmup_linear((step + i + 1) / total, cfg.warmup)
+
+        def losses(batch=batch):
+            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+                scores, l1 = net(batch, lm=cfg.lm_coef > 0)
+            yield task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)[0]
+
+        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip)
+        bar.update(1)
+    return loss_sum
+
+
 def finetune(
-    pretrained: GPT,
+    pretrained,
     tok,
     task: str | TaskSpec,
     train: Sequence[Example],
@@ -362,25 +324,11 @@ def finetune(
     """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
 
     ``evals`` maps a split name to labelled examples; the first is the one the best epoch is
-    chosen on. With ``out_dir``, records go to ``out_dir/records.jsonl`` and the best and last
-    models to ``out_dir/{best,last}.safetensors``.
+    chosen on. With ``out_dir``, the records are appended to ``out_dir/records.jsonl``.
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
-    if not train:
-        raise ValueError(f"no training examples for {task.name}")
-    if not evals or any(not v for v in evals.values()):
-        raise ValueError(
-            f"give labelled evaluation examples for {task.name}, e.g. "
-            "{'dev': load_examples(task, 'dev', source)}"
-        )
-    for split, exs in {"train": train, **evals}.items():
-        unlabeled = [e.uid for e in exs if e.label is None]
-        if unlabeled:
-            raise ValueError(
-                f"{task.name} {split} has {len(unlabeled)} unlabelled examples (e.g. "
-                f"{unlabeled[0]!r}): train and evaluate on labelled splits"
-            )
+    _check_examples(task, train, evals)
     t_start = time.perf_counter()
     model = build_task_model(
         pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len
@@ -389,53 +337,35 @@ def finetune(
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
     if cfg.eval_train_examples:
-        pick = random.Random(cfg.seed).sample(
-            range(len(train_items)), min(cfg.eval_train_examples, len(train_items))
-        )
+        n = min(cfg.eval_train_examples, len(train_items))
+        pick = random.Random(cfg.seed).sample(range(len(train_items)), n)
         eval_items["train"] = [train_items[i] for i in pick]
-    opt = make_optimizer(model, _optimizer_config(cfg))
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     rng = random.Random(cfg.seed)
     steps_per_epoch = math.ceil(len(train_items) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
+    model_cfg = asdict(model.transformer.config)
     base = {
         "experiment": cfg.experiment,
         "task": task.name,
         "scale": scale,
         "seed": cfg.seed,
-        "config": asdict(cfg)
-        | {"model": asdict(model.transformer.config), "train_examples": len(train_items)},
+        "config": asdict(cfg) | {"model": model_cfg, "train_examples": len(train_items)},
         "data": data,
         **provenance(device),
     }
-    rows, records, best, best_epoch = [], [], None, 0
-    out_dir = Path(out_dir) if out_dir else None
-    main = next(iter(evals))
-    step, train_time = 0, 0.0
+    rows, records, best, best_epoch, train_time = [], [], None, 0, 0.0
+    main_split, key = next(iter(evals)), task.metrics[0]
     bar = tqdm(total=total, disable=not progress, desc=f"{task.name}", unit="step")
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        loss_sum = torch.zeros((), device=device)
-        for b in batches(train_items, cfg.batch_size, rng, cfg.length_grouped):
-            pad_to = (cfg.max_len or n_ctx) if cfg.pad_to_context else None
-            batch = collate([train_items[i] for i in b], pad_to=pad_to)
-            batch = batch.to(device, non_blocking=True)
-            lr = cfg.lr * warmup_linear((step + 1) / total, cfg.warmup)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
-                out = net(batch, lm=cfg.lm_coef > 0)
-            loss, _, _ = task_loss(out, batch, model, cfg.lm_coef)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            loss_sum += loss.detach()
-            step += 1
-            bar.update(1)
-        train_loss = loss_sum.item() / steps_per_epoch
+        order = batches(train_items, cfg.batch_size, rng)
+        step = (epoch - 1) * steps_per_epoch
+        loss = _epoch(net, model, opt, train_items, order, cfg, step, total, device, bf16, bar)
+        train_loss = loss.item() / steps_per_epoch
         train_time += time.perf_counter() - t0
         bar.set_postfix(loss=f"{train_loss:.3f}")
         epoch_metrics = {"train_loss": {"loss": train_loss}}
@@ -448,53 +378,21 @@ def finetune(
                 records.append(
                     make_record(metric, value, split=split, step=epoch, wall_time=wall, **base)
                 )
-        score = epoch_metrics[main][task.metrics[0]]
-        if best is None or score > best[task.metrics[0]]:
-            best, best_epoch = dict(epoch_metrics[main]), epoch
-            if out_dir:
-                _save_model(model, out_dir / "best.safetensors")
+        if best is None or epoch_metrics[main_split][key] > best[key]:
+            best, best_epoch = dict(epoch_metrics[main_split]), epoch
     bar.close()
     if out_dir:
-        _save_model(model, out_dir / "last.safetensors")
-        append_records(out_dir / "records.jsonl", records)
-    import pandas as pd
-
-    return FinetuneResult(
-        task.name,
-        pd.DataFrame(rows),
-        best,
-        best_epoch,
-        time.perf_counter() - t_start,
-        train_time,
-        model,
-        records,
-    )
-
-
-def _optimizer_config(cfg: FinetuneConfig) -> PretrainConfig:
-    """Pre-training's optimiser (AdamW, the same decay scope) at fine-tuning's rate and decay."""
-    return PretrainConfig(max_lr=cfg.lr, weight_decay=cfg.weight_decay)
-
-
-def _save_model(model: nn.Module, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
-    os.replace(tmp, path)
+        append_records(Path(out_dir) / "records.jsonl", records)
+    wall = time.perf_counter() - t_start
+    metrics = pd.DataFrame(rows)
+    return FinetuneResult(task.name, metrics, best, best_epoch, wall, train_time, model, records)
 
 
 # ---------------------------------------------------------------- one task, end to end
 
 
-def _short(path: str) -> str:
-    """A data file named relative to the fixtures, so records do not hold this machine's paths."""
-    from .tasks import FIXTURES
-
-    return path.replace(str(FIXTURES), "fixture:")
-
-
 def run_task(
-    pretrained: GPT,
+    pretrained,
     tok,
     task: str,
     source: str | os.PathLike = "fixture",
@@ -516,16 +414,13 @@ def run_task(
     ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
     ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test).
     """
-    from .tasks import describe_source, load_examples
-
     spec = get_task(task)
     train = load_examples(spec, "train", source, limit, cfg.seed)
     split = eval_split or spec.eval_split
     evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
-    data = (
-        f"{_short(describe_source(spec, 'train', source))} ({len(train)} examples"
-        f"{'' if limit is None else f', limit {limit}'})"
-    )
+    # data files named relative to the fixtures, so records do not hold this machine's paths
+    where = describe_source(spec, "train", source).replace(str(FIXTURES), "fixture:")
+    data = f"{where} ({len(train)} examples{'' if limit is None else f', limit {limit}'})"
     out = Path(out_dir) / spec.name if out_dir else None
     result = finetune(
         pretrained,
@@ -540,22 +435,15 @@ def run_task(
         scale=scale,
         data=data,
     )
-    for other in also:
-        o = get_task(other)
-        items = encode_all(
-            load_examples(o, o.eval_split, source, eval_limit, cfg.seed),
-            o,
-            tok,
-            result.model.transformer.config.n_ctx,
-        )
-        metrics = evaluate(
-            result.model, o, items, cfg.eval_batch_size, bf16=cfg.bf16 and torch.cuda.is_available()
-        )
-        base = {k: v for k, v in result.records[0].items() if k not in ("metric", "value")}
-        recs = [
-            make_record(m, v, **{**base, "task": o.name, "split": o.eval_split, "step": cfg.epochs})
-            for m, v in metrics.items()
-        ]
+    n_ctx = result.model.transformer.config.n_ctx
+    bf16 = cfg.bf16 and torch.cuda.is_available()
+    base = {k: v for k, v in result.records[0].items() if k not in ("metric", "value")}
+    for other in map(get_task, also):
+        examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
+        items = encode_all(examples, other, tok, n_ctx)
+        metrics = evaluate(result.model, other, items, cfg.eval_batch_size, bf16=bf16)
+        fields = {**base, "task": other.name, "split": other.eval_split, "step": cfg.epochs}
+        recs = [make_record(m, v, **fields) for m, v in metrics.items()]
         result.records.extend(recs)
         if out is not None:
             append_records(out / "records.jsonl", recs)

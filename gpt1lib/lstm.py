@@ -9,10 +9,11 @@ so that the tied output layer and the task heads read a vector of the transforme
 Dropout 0.1 on the embeddings and on the LSTM's output. No position embeddings: the recurrence
 knows the order.
 
-``LSTMLM`` has the transformer's interface: ``forward(idx, return_logits, validate)`` returns
-``GPTOutput(logits, hidden)``, ``add_special_tokens()``, its layers in ``h`` and ``config`` with
-``vocab_size``, ``n_special``, ``n_tokens``, ``n_ctx``, ``n_embd``, ``n_layer``; so the
-pre-training loop, the fine-tuning heads, layer transfer and the zero-shot scores all take it.
+``LSTMLM`` has the transformer's interface: ``forward(idx, targets, loss_mask, reduction)``
+returns a ``GPTOutput``; ``hidden(idx)``, ``add_special_tokens()``, its layers in ``h`` and
+``config`` with ``vocab_size``, ``n_special``, ``n_tokens``, ``n_ctx``, ``n_embd``,
+``n_layer``; so the pre-training loop, the fine-tuning heads, layer transfer and the zero-shot
+scores all take it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import GPT, GPTOutput, fused_lm_loss
+from .loss import fused_lm_loss
+from .model import GPT, GPTOutput
 
 
 @dataclass(frozen=True)
@@ -94,28 +96,20 @@ class LSTMLM(nn.Module):
     def forward(
         self,
         idx: torch.Tensor,
-        return_logits: bool | None = None,
-        validate: bool = True,
         targets: torch.Tensor | None = None,
         loss_mask: torch.Tensor | None = None,
         reduction: str = "mean",
     ) -> GPTOutput:
-        """As ``GPT.forward``: logits (by default without ``targets``), hidden states, and with
-        ``targets`` the LM loss from ``fused_lm_loss``."""
-        cfg = self.config
-        if validate and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= cfg.n_tokens):
-            raise ValueError(
-                f"token ids must lie in 0..{cfg.n_tokens - 1}; encode with the "
-                "model's own tokenizer, or call add_special_tokens() first"
-            )
-        h = self.h[0](self.drop(self.tokens_embed(idx)))
-        W = self.tokens_embed.weight
-        logits = loss = None
-        if return_logits or (return_logits is None and targets is None):
-            logits = F.linear(h, W)
-        if targets is not None:
-            loss = fused_lm_loss(h, W, targets, loss_mask, reduction)
-        return GPTOutput(logits, h, loss)
+        """As ``GPT.forward``: the logits without ``targets``, else the LM loss
+        (``fused_lm_loss``); the hidden states either way."""
+        h, W = self.hidden(idx)
+        if targets is None:
+            return GPTOutput(F.linear(h, W), h)
+        return GPTOutput(None, h, fused_lm_loss(h, W, targets, loss_mask, reduction))
+
+    def hidden(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The projected LSTM states (B, T, n_embd), and the (tied) output layer."""
+        return self.h[0](self.drop(self.tokens_embed(idx))), self.tokens_embed.weight
 
     # The same as the transformer's: new rows of W_e, N(0, 0.02); greedy or sampled continuation
     # (recomputing the prefix each step: fine for the short texts it is used on).

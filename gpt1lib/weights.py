@@ -1,4 +1,4 @@
-"""Released GPT-1 weights in and out (PAPER.md §6).
+"""Released GPT-1 weights in and out (the paper's model, as OpenAI released it).
 
 Three layouts:
 
@@ -22,7 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from huggingface_hub import hf_hub_download
+from safetensors.torch import load_file, save_file
 
+from .checkpoint import atomic_path
 from .model import GPT, GPTConfig
 
 HUB_ID = "openai-community/openai-gpt"
@@ -132,7 +135,6 @@ def load_state_dict_hf(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
 
 
 def _hub_file(repo_id: str, filename: str, revision: str | None) -> Path:
-    from huggingface_hub import hf_hub_download
 
     try:
         return Path(hf_hub_download(repo_id, filename, revision=revision))
@@ -152,8 +154,6 @@ def load_pretrained(
 
     ``config_overrides`` change fields that do not touch the weights (dropout, embd_dropout).
     """
-    from safetensors.torch import load_file
-
     folder = Path(source)
     if folder.is_dir():
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
@@ -175,18 +175,16 @@ def load_pretrained(
 
 def export_hf(model: GPT, folder: str | os.PathLike) -> Path:
     """Write ``model`` as ``config.json`` + ``model.safetensors`` in the transformers layout."""
-    from safetensors.torch import save_file
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {}
     for k, t in model.state_dict().items():
         t = t.t() if k.endswith(_CONV1D) else t
         tensors[f"transformer.{k}"] = t.detach().to("cpu", torch.float32).contiguous()
-    tmp = folder / "model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / "model.safetensors")
-    (folder / "config.json").write_text(json.dumps(config_to_hf(model.config), indent=2))
+    with atomic_path(folder / "model.safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
+    with atomic_path(folder / "config.json") as tmp:
+        tmp.write_text(json.dumps(config_to_hf(model.config), indent=2))
     return folder
 
 
@@ -232,7 +230,7 @@ def read_original_shards(folder: str | os.PathLike) -> list[np.ndarray]:
 
 
 def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_overrides) -> GPT:
-    """GPT-1 from the original ``params_*.npy`` release (layout in PAPER.md §6).
+    """GPT-1 from the original ``params_*.npy`` release (layout in the module docstring).
 
     The config is read off the shapes (n_head is not in them: 12, or pass ``n_head``).
     """
@@ -264,59 +262,4 @@ def truncate_context(model: GPT, n_ctx: int) -> GPT:
         w = model.positions_embed.weight[:n_ctx].clone()
     model.positions_embed = torch.nn.Embedding.from_pretrained(w, freeze=False)
     model.config = replace(model.config, n_ctx=n_ctx)
-    return model
-
-
-# ---------------------------------------------------------------- gpt1lib's own format
-
-MODEL_FILE, MODEL_META = "model.safetensors", "model.json"
-
-
-def _architectures() -> dict[str, tuple[type, type]]:
-    from .lstm import LSTMLM, LSTMConfig
-
-    return {"GPT": (GPT, GPTConfig), "LSTMLM": (LSTMLM, LSTMConfig)}
-
-
-def model_meta(model) -> dict:
-    """What rebuilds ``model``: its class name and its config."""
-    from dataclasses import asdict
-
-    return {"arch": type(model).__name__, "config": asdict(model.config)}
-
-
-def model_from_meta(meta: dict):
-    """A freshly initialised model of the class and config ``meta`` names."""
-    archs = _architectures()
-    if meta.get("arch") not in archs:
-        raise ValueError(f"unknown model class {meta.get('arch')!r}; known: {sorted(archs)}")
-    cls, cfg_cls = archs[meta["arch"]]
-    return cls(cfg_cls(**meta["config"]))
-
-
-def save_model(model, folder: str | os.PathLike) -> Path:
-    """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{MODEL_FILE}.tmp{os.getpid()}"
-    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
-    os.replace(tmp, folder / MODEL_FILE)
-    (folder / MODEL_META).write_text(json.dumps(model_meta(model), indent=1))
-    return folder
-
-
-def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
-    """A model written by ``save_model`` (or by ``pretrain``'s checkpoints)."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if not (folder / MODEL_META).is_file() or not (folder / MODEL_FILE).is_file():
-        raise WeightsUnavailableError(
-            f"{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a "
-            "folder written by save_model or pretrain"
-        )
-    model = model_from_meta(json.loads((folder / MODEL_META).read_text()))
-    model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
     return model

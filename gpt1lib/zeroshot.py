@@ -25,10 +25,17 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.metrics import matthews_corrcoef
+from tqdm.auto import tqdm
 
+from .finetune import compute_metrics
+from .records import make_record, provenance
+from .runs import load_run_model
+from .runtime import pick_device
 from .tasks import Example, get_task
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from).
@@ -60,6 +67,12 @@ def continuation_logprobs(
         p = list(p)[max(0, len(p) + len(c) - n_ctx) :]
         seqs.append(p + c)
         starts.append(max(1, len(p)))  # the first token of a sequence has no context
+    top = max((max(q) for q in seqs if q), default=0)
+    if top >= model.config.n_tokens:
+        raise ValueError(
+            f"token id {top} is outside the model's {model.config.n_tokens} tokens: score "
+            "with the tokenizer the model was trained with"
+        )
     out: list[tuple[float, int]] = [(0.0, 0)] * len(seqs)
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
     for b in range(0, len(order), batch_size):
@@ -69,7 +82,7 @@ def continuation_logprobs(
         for r, i in enumerate(idx):
             x[r, : len(seqs[i])] = torch.tensor(seqs[i])
         x = x.to(device)
-        logp = model(x, validate=False).logits.float().log_softmax(-1)
+        logp = model(x).logits.float().log_softmax(-1)
         # logp[:, t] predicts token t + 1
         tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
         for r, i in enumerate(idx):
@@ -91,8 +104,6 @@ def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     """The threshold on ``scores`` with the highest Matthews correlation against ``labels``."""
-    from sklearn.metrics import matthews_corrcoef
-
     s = np.sort(np.unique(scores))
     candidates = np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
     return float(
@@ -164,8 +175,6 @@ def zero_shot_score(
     model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
 ) -> float:
     """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
-    from .finetune import compute_metrics
-
     spec = get_task(task)
     labels = np.array([e.label for e in examples])
     if task == "cola":
@@ -207,14 +216,6 @@ def evaluate_checkpoints(
     threshold). Each record's ``step`` is the checkpoint's update count and its ``config`` holds
     the model class and the normalised score.
     """
-    from pathlib import Path
-
-    from tqdm.auto import tqdm
-
-    from .pretrain import load_run_model
-    from .records import make_record, provenance
-    from .runtime import pick_device
-
     dev = pick_device(device)
     out = []
     for folder in tqdm(list(folders), desc="zero-shot", disable=not progress):

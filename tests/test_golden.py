@@ -11,12 +11,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1lib import GPT, preset
+from gpt1lib import SCALES, FastGPT, GPT1Tokenizer
 from gpt1lib.corpus import build_corpus, load_documents
-from gpt1lib.finetune import FINETUNE_PRESETS, run_task
-from gpt1lib.pretrain import PRETRAIN_PRESETS, pretrain
+from gpt1lib.finetune import run_task
+from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything
-from gpt1lib.tokenizer import GPT1Tokenizer
+
+SMOKE = SCALES["smoke"]
 
 TRAIN_LOSS = [
     6.555703639984131,
@@ -60,12 +61,12 @@ def run(tmp_path_factory):
     torch.set_num_threads(2)
     try:
         tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=600)
-        mcfg = preset("tiny", vocab_size=tok.vocab_size)
+        mcfg = SMOKE.model_config(vocab_size=tok.vocab_size)
         corpus = build_corpus(tok, mcfg.n_ctx, "fixture", seed=0)
         seed_everything(0)
-        model = GPT(mcfg)
+        model = FastGPT(mcfg)  # as the training loops run it
         cfg = replace(
-            PRETRAIN_PRESETS["smoke"],
+            SMOKE.pretrain,
             total_steps=20,
             log_interval=1,
             eval_interval=10,
@@ -75,7 +76,7 @@ def run(tmp_path_factory):
         res = pretrain(model, tok, corpus, cfg, tmp_path_factory.mktemp("golden"), progress=False)
         model.eval()
         greedy = model.generate(torch.tensor([tok.encode("the old man")]), 12)[0].tolist()
-        ft = run_task(model, tok, "sst2", "fixture", FINETUNE_PRESETS["smoke"], progress=False)
+        ft = run_task(model, tok, "sst2", "fixture", SMOKE.finetune, progress=False)
         yield res.history, greedy, ft.metrics
     finally:
         torch.set_num_threads(threads)

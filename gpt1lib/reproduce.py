@@ -1,6 +1,6 @@
 """The recorded reproduction: every chapter run with papermill, its records kept under results/.
 
-    python -m gpt1lib.record --scale small --source ../shared/data \\
+    python -m gpt1lib.reproduce --scale small --source ../shared/data \\
         --corpus ../shared/data/corpus/gutenberg_novels
 
 runs each chapter in ``book/`` in the table of contents' order with papermill, at ``--scale``,
@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
+import yaml
+
+from .checkpoint import write_json
 from .records import git_commit
-from .runtime import SCALES
+from .scales import SCALES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +37,6 @@ class RecordError(RuntimeError):
 
 def chapters(book: Path) -> list[Path]:
     """The notebooks of ``_toc.yml``, in its order."""
-    import yaml
-
     toc = yaml.safe_load((book.parent / "_toc.yml").read_text())
     files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
     return [book.parent / f"{f}.ipynb" for f in files if (book.parent / f"{f}.ipynb").is_file()]
@@ -123,9 +123,7 @@ def record(
             "records": len(lines),
             "wall_time_s": round(time.perf_counter() - t0, 1),
         }
-        tmp = manifest_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1))
-        os.replace(tmp, manifest_path)
+        write_json(manifest_path, manifest)
         log(f"{name}: {len(lines)} records, {manifest[name]['wall_time_s']} s")
     if failed:
         raise RecordError(
@@ -136,8 +134,10 @@ def record(
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m gpt1lib.record", description=__doc__.split("\n")[0])
-    p.add_argument("--scale", default="small", choices=SCALES)
+    p = argparse.ArgumentParser(
+        prog="python -m gpt1lib.reproduce", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--scale", default="small", choices=tuple(SCALES))
     p.add_argument("--source", default=None, help="folder of the task data sets, or 'hub'")
     p.add_argument("--corpus", default=None, help="pre-training corpus: a folder, file or hub id")
     p.add_argument(

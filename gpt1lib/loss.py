@@ -1,0 +1,141 @@
+"""The losses of training: L1 from the hidden states without the full logits, and L3.
+
+``fused_lm_loss`` is ``model.lm_loss`` of the logits ``h W^T`` computed one chunk of rows at a
+time, so that the (tokens x vocabulary) logits never exist at full size: the training loops'
+L1 (``fast.FastGPT`` and the LSTM use it). ``task_loss`` is the fine-tuning objective of §3.2,
+L3 = L2 + lambda * L1, as a loss to minimise.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+#: Elements of one chunk of logits in ``fused_lm_loss`` (128 MB in float32): the loss never
+#: holds more than two such chunks at once, whatever the batch.
+LOSS_CHUNK_ELEMENTS = 2**25
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """sum_i w_i * CE(h_i W^T, t_i) over rows i, the logits made and dropped one chunk at a time.
+
+    The gradients are computed in the forward pass, chunk by chunk (softmax minus one-hot, times
+    W and times h), so the backward pass only scales them: the (rows, vocabulary) logits, their
+    log-softmax and their gradient never exist at full size. Log-softmax is float32 whatever the
+    matmul's dtype. Rows of W past ``n_valid`` are padding: their logits are set to -inf, so
+    they have probability 0 and get no gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, h, W, targets, weights, n_valid: int, chunk: int, grads: bool):
+        loss = torch.zeros((), device=h.device, dtype=torch.float32)
+        grad_h = torch.empty_like(h) if grads else None
+        grad_W = torch.empty(W.shape, device=W.device, dtype=torch.float32) if grads else None
+        if grads and h.size(0) == 0:
+            grad_W.zero_()
+        with torch.autocast(h.device.type, enabled=False):
+            for s in range(0, h.size(0), chunk):
+                h_c, t_c, w_c = h[s : s + chunk], targets[s : s + chunk], weights[s : s + chunk]
+                logits = h_c @ W.t()  # (rows, padded vocabulary)
+                logits[:, n_valid:] = float("-inf")  # the padding: probability 0, gradient 0
+                logp = torch.log_softmax(logits.float(), dim=1)
+                del logits
+                loss += -(logp.gather(1, t_c[:, None]).squeeze(1) * w_c).sum()
+                if not grads:
+                    continue
+                g = logp.exp_().mul_(w_c[:, None])  # d loss / d logits = w * (softmax - one_hot)
+                g[torch.arange(g.size(0), device=g.device), t_c] -= w_c
+                g = g.to(W.dtype)
+                torch.mm(g, W, out=grad_h[s : s + chunk])
+                if W.dtype != torch.float32:
+                    part = (g.t() @ h_c).float()
+                    grad_W.copy_(part) if s == 0 else grad_W.add_(part)
+                elif s == 0:
+                    torch.mm(g.t(), h_c, out=grad_W)
+                else:
+                    grad_W.addmm_(g.t(), h_c)
+        ctx.grads = (grad_h, grad_W)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_h, grad_W = ctx.grads
+        ctx.grads = None
+        if grad_h is None:
+            raise RuntimeError("fused_lm_loss was computed without gradients (under no_grad)")
+        grad_W = grad_W.mul_(grad_loss).to(grad_h.dtype)
+        return grad_h.mul_(grad_loss.to(grad_h.dtype)), grad_W, None, None, None, None, None
+
+
+def fused_lm_loss(
+    hidden: torch.Tensor,
+    W: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    reduction: Literal["mean", "mean_of_sequences"] = "mean",
+    n_tokens: int | None = None,
+) -> torch.Tensor:
+    """L1 as a loss from the final hidden states, equal to
+    ``lm_loss(hidden @ W.T, targets, mask)`` but without the full (B, T, V) logits.
+
+    ``hidden`` (B, T, d); ``W`` (V', d) the output layer, perhaps padded (``head_matrix``), of
+    which only the first ``n_tokens`` rows are tokens; ``targets`` (B, T') with T' <= T: the
+    logits at position t predict ``targets[:, t]``; ``mask`` (B, T') marks the targets that
+    count, and only their rows are scored. ``reduction``: "mean" over the counted targets, or
+    "mean_of_sequences", each sequence's mean averaged over the sequences (the fine-tuning L1 of
+    §3.2, ``lm_loss(..., reduction="per_sequence").mean()``). Under autocast the matmuls run in
+    the autocast dtype and the log-softmax in float32.
+    """
+    B, Tt = targets.shape
+    if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
+        raise ValueError(
+            f"targets {tuple(targets.shape)} do not fit hidden states {tuple(hidden.shape)}: "
+            "pass (B, T') targets with T' <= T, e.g. idx[:, 1:] for hidden states of idx[:, :-1]"
+        )
+    if mask is not None and mask.shape != targets.shape:
+        raise ValueError(f"mask {tuple(mask.shape)} must have the targets' shape {(B, Tt)}")
+    if reduction not in ("mean", "mean_of_sequences"):
+        raise ValueError(f"reduction={reduction!r}: use 'mean' or 'mean_of_sequences'")
+    n_tokens = W.size(0) if n_tokens is None else n_tokens
+    h = hidden[:, :Tt].reshape(B * Tt, -1)
+    t = targets.reshape(-1)
+    m = torch.ones_like(targets, dtype=torch.float32) if mask is None else mask.float()
+    if reduction == "mean":
+        w = m / m.sum().clamp_min(1)
+    else:
+        w = m / m.sum(1, keepdim=True).clamp_min(1) / B
+    w = w.reshape(-1)
+    if mask is not None and not torch.compiler.is_compiling():
+        keep = mask.reshape(-1).nonzero().squeeze(1)  # logits only where a loss is needed
+        h, t, w = h[keep], t[keep], w[keep]
+    device_type = hidden.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        h, W = h.to(dtype), W.to(dtype)
+    chunk = max(1, LOSS_CHUNK_ELEMENTS // W.size(0))
+    grads = torch.is_grad_enabled() and (h.requires_grad or W.requires_grad)
+    return _LinearCrossEntropy.apply(h, W, t, w, n_tokens, chunk, grads)
+
+
+def task_loss(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    regression: bool,
+    l1: torch.Tensor | None,
+    lm_coef: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """L3 as a loss to minimise: (total, task part L2, LM part L1), each a mean over the batch.
+
+    L2 is the cross-entropy of the task ``scores`` (examples, classes or answers) against
+    ``labels``, or for a ``regression`` head (STS-B) the squared error to the gold score. ``l1``
+    is the auxiliary LM loss (None, or ``lm_coef`` 0: L2 alone).
+    """
+    if regression:
+        l2 = F.mse_loss(scores.float(), labels.float())
+    else:
+        l2 = F.cross_entropy(scores.float(), labels)
+    if lm_coef == 0 or l1 is None:
+        return l2, l2, torch.zeros_like(l2)
+    return l2 + lm_coef * l1, l2, l1

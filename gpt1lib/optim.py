@@ -1,0 +1,82 @@
+"""The optimiser, the learning-rate schedules, and the one training step every loop takes.
+
+AdamW (β 0.9/0.999, ε 1e-8, the released code's) with decoupled weight decay (Loshchilov &
+Hutter, the paper's "modified L2 regularization") on every weight of rank >= 2, embeddings
+included, and none on biases and LayerNorm gains: the released code's scope. Gradients are
+clipped to one global norm of 1.0 (the released code; the paper does not say). Pre-training
+warms up linearly from 0 and anneals on a cosine to 0 (§4.1); fine-tuning warms up over 0.2% of
+training and decays linearly to 0 (the released code's ``warmup_linear``).
+
+``train_step`` is the update of pre-training, fine-tuning and the benchmark alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+
+def fused_adamw_ok(device: torch.device) -> bool:
+    """Whether PyTorch has a fused AdamW for ``device``: CUDA, and the CPU since PyTorch 2.4."""
+    try:
+        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+def make_optimizer(
+    model: torch.nn.Module,
+    lr: float,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+) -> torch.optim.AdamW:
+    """AdamW with decay on every parameter of rank >= 2 and none on biases and gains, fused
+    (one kernel for all parameters) where PyTorch has it for the model's device."""
+    params = list(model.parameters())
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    fused = fused_adamw_ok(params[0].device) or None
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
+
+
+def cosine_lr(step: int, max_lr: float, warmup_steps: int, total_steps: int) -> float:
+    """Pre-training's rate for update ``step + 1``: linear warm-up from 0, then cosine to 0."""
+    t = step + 1
+    if t <= warmup_steps:
+        return max_lr * t / warmup_steps
+    progress = (t - warmup_steps) / max(1, total_steps - warmup_steps)
+    return max_lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def warmup_linear(x: float, warmup: float) -> float:
+    """Fine-tuning's rate factor at fraction ``x`` of training: ``x / warmup`` during warm-up,
+    then ``1 - x`` (linear decay to 0)."""
+    return x / warmup if x < warmup else max(0.0, 1.0 - x)
+
+
+def train_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    lr: float,
+    losses: Iterable[torch.Tensor],
+    grad_clip: float = 1.0,
+) -> torch.Tensor:
+    """One update at rate ``lr``: back-propagate each loss ``losses`` yields (micro-batches whose
+    gradients add up; a generator computes each one only when asked), clip the global gradient
+    norm, step, and clear the gradients. Returns the summed loss, detached."""
+    for g in opt.param_groups:
+        g["lr"] = lr
+    total = None
+    for loss in losses:
+        loss.backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return total

@@ -1,0 +1,182 @@
+"""A pre-trained model for a chapter, and pre-training from the command line.
+
+``pretrained_model`` gives fine-tuning its starting point: this book's own pre-training run at a
+scale (made, or finished, first if it is missing: seconds at the smoke scale), GPT-1's released
+weights, or any checkpoint folder ``pretrain`` wrote. ``main`` is ``python -m gpt1lib.pretrain``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import torch.distributed as dist
+
+from .checkpoint import latest_checkpoint, load_model, read_state
+from .corpus import build_corpus, load_documents
+from .fast import FastGPT
+from .lstm import LSTMLM
+from .pretrain import PretrainResult, init_distributed, pretrain
+from .runtime import pick_device, seed_everything
+from .scales import SCALES, Scale
+from .tokenizer import GPT1Tokenizer
+from .weights import load_pretrained
+
+
+def load_run_model(folder: str | os.PathLike, device: str = "cpu"):
+    """The model and tokenizer of a checkpoint folder written by ``pretrain`` (a resumable
+    checkpoint, or one of the log-spaced ones)."""
+    return load_model(folder, device), GPT1Tokenizer.load(folder)
+
+
+def load_tokenizer(spec: str, train_texts=None) -> GPT1Tokenizer:
+    """A tokenizer from ``spec``: "released" (the hub's GPT-1 vocabulary), "train:N" (N merges
+    learned on ``train_texts``), or a folder/file written by ``GPT1Tokenizer.save``. A folder
+    holding ``encoder_bpe_40000.json`` and ``vocab_40000.bpe`` gives the released vocabulary."""
+    if spec == "released":
+        return GPT1Tokenizer.from_hub()
+    if spec.startswith("train:"):
+        if train_texts is None:
+            raise ValueError(f"tokenizer={spec!r} needs the texts to learn the merges from")
+        return GPT1Tokenizer.train(texts=train_texts, n_merges=int(spec.split(":", 1)[1]))
+    path = Path(spec)
+    if (path / "encoder_bpe_40000.json").is_file():
+        return GPT1Tokenizer.from_released(
+            path / "encoder_bpe_40000.json", path / "vocab_40000.bpe"
+        )
+    return GPT1Tokenizer.load(path)
+
+
+def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
+    """A freshly initialised model of the scale's shape, as the training loops run it."""
+    if arch == "lstm":
+        n_ctx = S.model_config().n_ctx
+        return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
+    return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
+
+
+def pretrained_model(
+    scale: str,
+    out_dir: str | os.PathLike = "runs",
+    init: str = "pretrain",
+    corpus: str | None = None,
+    arch: str = "gpt",
+    device: str | None = None,
+    progress: bool = True,
+):
+    """The model fine-tuning starts from, its tokenizer, and a line saying what it is.
+
+    ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (or
+    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (seconds at the smoke
+    scale); "released", GPT-1's released weights and vocabulary from the hub; or a checkpoint
+    folder written by ``pretrain``. The LSTM reads the transformer run's tokenizer, so the two
+    see the same tokens.
+    """
+    if arch not in ("gpt", "lstm"):
+        raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
+    if init == "released":
+        if arch != "gpt":
+            raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
+        return load_pretrained(), GPT1Tokenizer.from_hub(), "GPT-1's released weights"
+    if init != "pretrain":
+        model, tok = load_run_model(init)
+        return model, tok, f"checkpoint {init}"
+    S = SCALES[scale]
+    run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
+    ckpt = latest_checkpoint(run_dir)
+    done = ckpt is not None and (
+        read_state(ckpt)["step"] >= read_state(ckpt)["run_config"]["pretrain"]["total_steps"]
+    )
+    if not done:
+        corpus = corpus or S.corpus
+        if ckpt is not None:
+            tok = load_tokenizer(str(ckpt))
+        elif arch == "lstm":
+            tok = pretrained_model(scale, out_dir, "pretrain", corpus, "gpt", device, progress)[1]
+        else:
+            texts = None
+            if S.tokenizer.startswith("train:"):
+                texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
+            tok = load_tokenizer(S.tokenizer, texts)
+        cfg = S.pretrain
+        n_ctx = S.model_config().n_ctx
+        data = build_corpus(
+            tok,
+            n_ctx,
+            corpus,
+            seed=cfg.seed,
+            limit=S.corpus_limit,
+            cache_dir=Path(out_dir) / "cache",
+        )
+        seed_everything(cfg.seed)
+        model = new_model(S, tok.vocab_size, arch)
+        cfg = replace(cfg, experiment=f"pretrain:{arch}")
+        kw = {"resume": True, "scale": scale, "device": device, "progress": progress}
+        pretrain(model, tok, data, cfg, run_dir, **kw)
+        ckpt = latest_checkpoint(run_dir)
+    model, tok = load_run_model(ckpt)
+    return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
+
+
+def main(argv: list[str] | None = None) -> PretrainResult:
+    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``)."""
+    p = argparse.ArgumentParser(prog="python -m gpt1lib.pretrain", description=pretrain.__doc__)
+    p.add_argument("--scale", choices=tuple(SCALES), default="smoke")
+    p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
+    p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
+    p.add_argument("--tokenizer", default=None, help="'released', 'train:N', or a saved folder")
+    p.add_argument("--steps", type=int, default=None, help="total updates (default: the scale's)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--micro-batch-size", type=int, default=None)
+    p.add_argument("--ckpt-interval", type=int, default=None)
+    p.add_argument("--stop-after", type=int, default=None, help="end this call after N updates")
+    p.add_argument("--dropout", type=float, default=None, help="all dropout rates (default 0.1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--device", default=None)
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    S = SCALES[a.scale]
+    overrides = {
+        "total_steps": a.steps,
+        "batch_size": a.batch_size,
+        "seed": a.seed,
+        "micro_batch_size": a.micro_batch_size,
+        "ckpt_interval": a.ckpt_interval,
+    }
+    cfg = replace(S.pretrain, **{k: v for k, v in overrides.items() if v is not None})
+    d = init_distributed(pick_device(a.device))
+    ckpt = latest_checkpoint(a.out) if a.resume else None
+    spec = str(ckpt) if ckpt is not None else a.tokenizer or S.tokenizer
+    if spec.startswith("train:"):
+        # BPE training breaks ties in an order that can change between runs: learn the merges
+        # once, in the main process, and have every process read that tokenizer.
+        saved = Path(a.out) / "tokenizer"
+        if d.main and not (saved / "tokenizer.json").is_file():
+            load_tokenizer(spec, load_documents(a.corpus, "train").texts).save(saved)
+        if d.world > 1:
+            dist.barrier()
+        spec = str(saved)
+    tok = load_tokenizer(spec)
+    names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
+    drop = {} if a.dropout is None else dict.fromkeys(names, a.dropout)
+    model_cfg = S.model_config(vocab_size=tok.vocab_size, **drop)
+    corpus = build_corpus(
+        tok, model_cfg.n_ctx, a.corpus, seed=a.seed, cache_dir=Path(a.out) / "cache"
+    )
+    seed_everything(a.seed)
+    model = FastGPT(model_cfg)
+    return pretrain(
+        model,
+        tok,
+        corpus,
+        cfg,
+        a.out,
+        resume=a.resume,
+        scale=a.scale,
+        device=a.device,
+        progress=not a.no_progress,
+        stop_after=a.stop_after,
+    )

@@ -1,0 +1,180 @@
+"""One ``Scale`` per scale: every setting a run at that scale uses, in one place.
+
+A chapter's set-up is ``S = SCALES[resolve_scale(scale)]``; its parameters override what they
+name. The scales:
+
+* ``smoke``: seconds per chapter on a CPU, on the small data embedded in the package (CI and
+  ``make`` run it);
+* ``cpu``: real data on two CPU cores, the whole book in about 1.5 hours: a 4-block model, a
+  vocabulary of 8,000 merges learned on the corpus, subsampled tasks;
+* ``small``: a real experiment on one GPU: 12 blocks of width 384 (so that layer transfer still
+  has 12 points), the released vocabulary, real data from the hub or a local copy;
+* ``paper``: the paper's configuration; pre-training needs many GPUs (``torchrun``), fine-tuning
+  can start from the released weights.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from .finetune import FinetuneConfig
+from .lstm import LSTMConfig, lstm_preset
+from .model import GPTConfig, preset
+from .pretrain import PretrainConfig
+from .tasks import get_task
+
+#: A long-form book corpus on the hub that loads with ``datasets`` as parquet, one row a book
+#: (PG-19: 28,602 public-domain books, columns short_book_title, publication_date, url, text;
+#: train/validation/test). ``fla-hub/pg19`` is a copy; ``rojagtap/bookcorpus`` holds the
+#: paper's BooksCorpus as sentences, in order, without book boundaries.
+HUB_CORPUS = "emozilla/pg19"
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The settings of every chapter and command at one scale."""
+
+    name: str
+    model: str  # the GPT-1 preset (``model.PRESETS``); the LSTM baseline's has the same name
+    # "train:N": N merges learned on the corpus (below small, where the output matmul over 40,478
+    # tokens would cost a CPU four times the blocks' work); "released": GPT-1's vocabulary
+    tokenizer: str
+    corpus: str  # pre-training text: "fixture", a local folder or file, or a hub id
+    corpus_limit: int | None  # documents read from a hub corpus (None: all)
+    task_source: str  # where the tasks' data comes from: "fixture" or "hub" (or a folder)
+    pretrain: PretrainConfig
+    finetune: FinetuneConfig
+    # examples per task, (train, eval) by task family or "default" (None: all), subsampled with
+    # the seed; a multiple-choice example is four sequences, so it may get fewer
+    limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    transfer_train_examples: int = 500  # layer transfer: training examples scored per epoch
+    zero_shot_examples: int | None = None  # evaluation examples per zero-shot task (None: all)
+    bench: dict[str, tuple[int, int, int]] = field(
+        default_factory=dict
+    )  # device: batch, seq, steps
+
+    def model_config(self, **overrides) -> GPTConfig:
+        return preset(self.model, **overrides)
+
+    def lstm_config(self, **overrides) -> LSTMConfig:
+        return lstm_preset(self.model, **overrides)
+
+    @property
+    def n_merges(self) -> int:
+        """Merges of the scale's vocabulary (the released one has the paper's 40,000)."""
+        return int(self.tokenizer.split(":")[1]) if self.tokenizer.startswith("train:") else 40_000
+
+    def limits_for(self, task: str, limit: int | None = None, eval_limit: int | None = None):
+        """``run_task``'s ``limit`` and ``eval_limit``: as given, or where None the scale's
+        default for ``task``."""
+        default = self.limits.get("default", (None, None))
+        train, evals = self.limits.get(get_task(task).family, default)
+        return {
+            "limit": train if limit is None else limit,
+            "eval_limit": evals if eval_limit is None else eval_limit,
+        }
+
+
+SCALES: dict[str, Scale] = {
+    "smoke": Scale(
+        name="smoke",
+        model="tiny",
+        tokenizer="train:600",
+        corpus="fixture",
+        corpus_limit=None,
+        task_source="fixture",
+        # a larger learning rate, so that seconds of training show a falling loss
+        pretrain=PretrainConfig(
+            total_steps=80,
+            batch_size=8,
+            max_lr=2e-3,
+            warmup_steps=8,
+            log_interval=5,
+            eval_interval=20,
+            eval_batches=4,
+            ckpt_interval=40,
+            n_log_checkpoints=5,
+        ),
+        # a larger rate and more epochs, so that a tiny model learns the fixtures in seconds
+        finetune=FinetuneConfig(lr=2e-3, epochs=4, batch_size=8),
+        transfer_train_examples=32,
+        bench={"cpu": (4, 64, 3), "cuda": (8, 64, 10)},
+    ),
+    "cpu": Scale(
+        name="cpu",
+        model="mini",
+        tokenizer="train:8000",
+        corpus=HUB_CORPUS,
+        corpus_limit=100,  # about 40 MB of books
+        task_source="hub",
+        # 2.9 M tokens: about 15 minutes on two cores (the LSTM 10). Not 1e-3 as for small models
+        # elsewhere: at 1e-3 this post-LN model collapses within 40 updates to one output for
+        # every input (the unigram distribution), transformers' OpenAIGPT too (results/README.md).
+        pretrain=PretrainConfig(
+            total_steps=700,
+            batch_size=32,
+            max_lr=1e-4,
+            warmup_steps=100,
+            log_interval=10,
+            eval_interval=200,
+            eval_batches=8,
+            ckpt_interval=200,
+        ),
+        finetune=FinetuneConfig(batch_size=16),  # smaller batches for its few examples
+        # the whole book near 1.5 hours on two cores
+        limits={"default": (800, 400), "multiple_choice": (200, 200)},
+        zero_shot_examples=500,
+        bench={"cpu": (8, 128, 5)},
+    ),
+    "small": Scale(
+        name="small",
+        model="small",
+        tokenizer="released",
+        corpus=HUB_CORPUS,
+        corpus_limit=300,  # about 120 MB of books, streamed
+        task_source="hub",
+        pretrain=PretrainConfig(
+            total_steps=12_000,
+            batch_size=64,
+            warmup_steps=500,
+            log_interval=20,
+            eval_interval=500,
+            eval_batches=20,
+            ckpt_interval=1000,
+            compile=True,
+        ),
+        finetune=FinetuneConfig(),
+        limits={"default": (20_000, None)},
+        zero_shot_examples=500,
+        bench={"cpu": (4, 128, 5), "cuda": (32, 512, 20)},
+    ),
+    "paper": Scale(
+        name="paper",
+        model="paper",
+        tokenizer="released",
+        corpus=HUB_CORPUS,
+        corpus_limit=None,
+        task_source="hub",
+        pretrain=PretrainConfig(),
+        finetune=FinetuneConfig(),
+        zero_shot_examples=2000,
+        bench={"cpu": (1, 128, 3), "cuda": (16, 512, 20)},
+    ),
+}
+
+
+def resolve_scale(scale: str | None = None) -> str:
+    """The scale to run at: ``scale``, else ``$GPT1_SCALE``, else ``small`` where a GPU is at
+    hand (a Colab user gets a real run) and ``smoke`` where not (seconds on a CPU)."""
+    value = (
+        scale or os.environ.get("GPT1_SCALE") or ("small" if torch.cuda.is_available() else "smoke")
+    )
+    if value not in SCALES:
+        raise ValueError(
+            f"unknown scale {value!r} (from the scale parameter or GPT1_SCALE); "
+            f"choose one of {tuple(SCALES)}"
+        )
+    return value
