@@ -5,12 +5,18 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1lib import GPT, preset
-from gpt1lib.finetune import build_task_model, task_loss
+from gpt1lib import GPT, SCALES, FastGPT, preset
+from gpt1lib.checkpoint import load_model, save_model
+from gpt1lib.corpus import build_corpus, load_documents
+from gpt1lib.finetune import build_task_model
+from gpt1lib.loss import task_loss
 from gpt1lib.lstm import LSTMLM, lstm_preset
+from gpt1lib.model import lm_loss
+from gpt1lib.pretrain import pretrain
+from gpt1lib.runs import load_run_model
 from gpt1lib.tasks import Example, get_task
+from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.transforms import collate, encode_example
-from gpt1lib.weights import load_model, save_model
 
 V = 60
 
@@ -38,14 +44,15 @@ def test_the_same_finetuning_step_runs_on_both(kind):
     )
     task = get_task("race")
     model = build_task_model(pre, task, n_transfer=None, seed=0)
-    assert isinstance(model.transformer, type(pre)) and model.transformer.config.n_special == 3
+    assert isinstance(model.transformer, FastGPT if kind == "gpt" else LSTMLM)
+    assert model.transformer.config.n_special == 3
     assert torch.equal(model.transformer.tokens_embed.weight[:V], pre.tokens_embed.weight)
     ex = Example(("a short doc", "why"), answers=("w", "x y", "z", "q"), label=1)
     batch = collate([encode_example(ex, task.family, Tok(), 64)] * 2)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    out = model(batch, return_logits=True)
-    assert out.scores.shape == (2, 4) and out.lm_logits.shape[-1] == V + 3
-    loss, _, _ = task_loss(out, batch, model, 0.5)
+    scores, l1 = model(batch)
+    assert scores.shape == (2, 4) and l1.dim() == 0
+    loss, _, _ = task_loss(scores, batch.labels, model.regression, l1, 0.5)
     loss.backward()
     before = model.head.weight.detach().clone()
     opt.step()
@@ -63,7 +70,8 @@ def test_lstm_output_layer_is_tied_and_extract_ignores_padding():
 
 
 def test_save_and_load_either_model(tmp_path):
-    for model in (GPT(preset("tiny", vocab_size=V)), LSTMLM(lstm_preset("tiny", vocab_size=V))):
+    models = (GPT(preset("tiny", vocab_size=V)), LSTMLM(lstm_preset("tiny", vocab_size=V)))
+    for model in models:
         save_model(model, tmp_path / type(model).__name__)
         again = load_model(tmp_path / type(model).__name__)
         assert type(again) is type(model)
@@ -71,18 +79,16 @@ def test_save_and_load_either_model(tmp_path):
             torch.equal(a, b)
             for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True)
         )
+    save_model(FastGPT(models[0].config), tmp_path / "fast")
+    assert type(load_model(tmp_path / "fast")) is GPT  # speed paths are no model of their own
 
 
 def test_lstm_pretrains_with_the_same_loop(tmp_path):
-    from gpt1lib.corpus import build_corpus, load_documents
-    from gpt1lib.pretrain import PRETRAIN_PRESETS, load_run_model, pretrain
-    from gpt1lib.tokenizer import GPT1Tokenizer
-
     tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=200)
     data = build_corpus(tok, 32, "fixture")
     torch.manual_seed(0)
     model = LSTMLM(lstm_preset("tiny", vocab_size=tok.vocab_size, n_ctx=32))
-    cfg = replace(PRETRAIN_PRESETS["smoke"], total_steps=20, eval_interval=10)
+    cfg = replace(SCALES["smoke"].pretrain, total_steps=20, eval_interval=10)
     r = pretrain(model, tok, data, cfg, tmp_path, progress=False)
     val = r.history.query("metric == 'val_loss'").sort_values("step")["value"].tolist()
     assert len(val) == 2 and val[1] < val[0]
@@ -91,8 +97,6 @@ def test_lstm_pretrains_with_the_same_loop(tmp_path):
 
 
 def test_lstm_loss_from_targets_equals_the_loss_of_its_logits():
-    from gpt1lib.model import lm_loss
-
     torch.manual_seed(0)
     m = LSTMLM(lstm_preset("tiny")).eval()
     x = torch.randint(0, m.config.n_tokens, (3, 17))

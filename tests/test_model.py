@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from gpt1lib import GPT, SPECIAL_TOKENS, lm_loss, preset
-from gpt1lib.model import MLP, Block
+from gpt1lib.model import MLP, Block, check_ids
 
 
 def test_paper_preset_has_the_papers_parameter_count():
@@ -88,9 +88,12 @@ def test_too_long_input_is_a_clear_error():
 
 
 def test_token_outside_the_vocabulary_is_a_clear_error():
-    model = GPT(preset("tiny"))
+    cfg = preset("tiny")
     with pytest.raises(ValueError, match="token id 1000 is outside .*add_special_tokens"):
-        model(torch.tensor([[1, 1000]]))
+        check_ids(torch.tensor([[1, 1000]]), cfg)
+    with pytest.raises(ValueError, match="token id -1 is outside"):
+        check_ids(torch.tensor([[-1, 3]]), cfg)
+    check_ids(torch.tensor([[0, 999]]), cfg)
 
 
 def test_embedding_dropout_variants_differ_only_in_training():
@@ -107,6 +110,18 @@ def test_embedding_dropout_variants_differ_only_in_training():
     torch.manual_seed(1)
     b = m1(x).logits
     assert torch.equal(a, b) and not torch.allclose(a, m1.eval()(x).logits)
+
+
+def test_loss_from_targets_is_lm_loss_of_the_logits():
+    torch.manual_seed(0)
+    model = GPT(preset("tiny")).eval()
+    x = torch.randint(0, 1000, (3, 12))
+    mask = torch.rand(3, 11) > 0.3
+    out = model(x[:, :-1], targets=x[:, 1:], loss_mask=mask, reduction="mean_of_sequences")
+    logits = model(x[:, :-1]).logits
+    assert out.logits is None
+    expected = lm_loss(logits, x[:, 1:], mask, reduction="per_sequence").mean()
+    torch.testing.assert_close(out.loss, expected)
 
 
 def test_lm_loss_is_next_token_cross_entropy():

@@ -14,30 +14,24 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpt1lib import GPT, preset
-from gpt1lib.corpus import build_corpus
-from gpt1lib.pretrain import (
-    PRETRAIN_PRESETS,
+from gpt1lib import GPT, SCALES, FastGPT, preset
+from gpt1lib.checkpoint import (
     CheckpointError,
-    PretrainConfig,
     latest_checkpoint,
-    learning_rate,
     load_checkpoint,
-    log_spaced_steps,
-    make_optimizer,
-    pretrain,
     read_state,
     save_checkpoint,
 )
+from gpt1lib.corpus import build_corpus, load_documents
+from gpt1lib.optim import make_optimizer
+from gpt1lib.pretrain import PretrainConfig, learning_rate, log_spaced_steps, pretrain
 from gpt1lib.tokenizer import GPT1Tokenizer
 
-SMOKE = PRETRAIN_PRESETS["smoke"]
+SMOKE = SCALES["smoke"].pretrain
 
 
 @pytest.fixture(scope="module")
 def tok():
-    from gpt1lib.corpus import load_documents
-
     return GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=300)
 
 
@@ -48,7 +42,7 @@ def corpus(tok):
 
 def _model(tok, **kw):
     torch.manual_seed(0)
-    return GPT(preset("tiny", vocab_size=tok.vocab_size, n_ctx=32, **kw))
+    return FastGPT(preset("tiny", vocab_size=tok.vocab_size, n_ctx=32, **kw))
 
 
 def test_schedule_is_linear_warmup_then_cosine_to_zero():
@@ -67,7 +61,7 @@ def test_schedule_is_linear_warmup_then_cosine_to_zero():
 
 def test_weight_decay_touches_exactly_the_weights_of_rank_two_or_more():
     model = GPT(preset("tiny"))
-    opt = make_optimizer(model, PretrainConfig())
+    opt = make_optimizer(model, 2.5e-4)
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {
         names[id(p)] for g in opt.param_groups if g["weight_decay"] == 0.01 for p in g["params"]
@@ -184,7 +178,7 @@ def test_interrupted_checkpoint_write_leaves_the_previous_one(tok, corpus, tmp_p
     assert latest_checkpoint(tmp_path) == good
     state = read_state(good)
     fresh = _model(tok)
-    load_checkpoint(good, fresh, make_optimizer(fresh, cfg), torch.device("cpu"))
+    load_checkpoint(good, fresh, make_optimizer(fresh, cfg.max_lr), torch.device("cpu"))
     assert state["step"] == 10
     # and the run goes on from it
     r = pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, resume=True)
@@ -275,9 +269,13 @@ def test_resume_with_another_config_is_refused(tok, corpus, tmp_path):
 def test_resume_across_speed_settings_is_allowed(tok, corpus, tmp_path):
     cfg = replace(SMOKE, total_steps=10, ckpt_interval=5)
     pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False, stop_after=5)
-    other = _model(tok, pad_vocab_to=64, fast_cpu_dropout=False)
-    r = pretrain(other, tok, corpus, cfg, tmp_path, progress=False, resume=True)
+    torch.manual_seed(0)
+    plain = GPT(preset("tiny", vocab_size=tok.vocab_size, n_ctx=32))  # no speed paths at all
+    r = pretrain(plain, tok, corpus, cfg, tmp_path, progress=False, resume=True)
     assert r.step == 10
+    padded = FastGPT(plain.config, pad_vocab_to=64)
+    cfg = replace(cfg, total_steps=10)
+    assert pretrain(padded, tok, corpus, cfg, tmp_path, progress=False, resume=True).step == 10
 
 
 def test_existing_run_is_not_overwritten(tok, corpus, tmp_path):
@@ -294,7 +292,7 @@ def test_a_folder_that_is_not_a_checkpoint(tmp_path):
 
 def test_checkpoint_round_trip(tok, tmp_path):
     model = _model(tok)
-    opt = make_optimizer(model, SMOKE)
+    opt = make_optimizer(model, SMOKE.max_lr)
     model(torch.randint(0, tok.vocab_size, (2, 8)))[0].sum().backward()
     opt.step()
     save_checkpoint(tmp_path / "c", model, opt, tok, {"step": 1})
@@ -302,7 +300,7 @@ def test_checkpoint_round_trip(tok, tmp_path):
     with torch.no_grad():
         for p in other.parameters():
             p.zero_()
-    opt2 = make_optimizer(other, SMOKE)
+    opt2 = make_optimizer(other, SMOKE.max_lr)
     load_checkpoint(tmp_path / "c", other, opt2, torch.device("cpu"))
     assert all(
         torch.equal(a, b) for a, b in zip(model.parameters(), other.parameters(), strict=True)

@@ -5,17 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from gpt1lib.records import (
-    FIELDS,
-    PAPER_RESULTS,
-    PAPER_TABLE5,
-    ablation_table,
-    append_records,
-    make_record,
-    paper_table,
-    provenance,
-    read_records,
-)
+from gpt1lib.paper import PAPER_RESULTS, PAPER_TABLE5, ablation_table, paper_table
+from gpt1lib.records import FIELDS, append_records, make_record, provenance, read_records
+from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
 
 
 def _rec(task, value, metric, split="dev", step=3, experiment="finetune", scale="small"):
@@ -95,8 +87,6 @@ def test_ablation_table():
 
 
 def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
-    from gpt1lib.record import ROOT, _new_lines, _snapshot, chapters
-
     names = [p.stem for p in chapters(ROOT / "book")]
     assert names[:3] == ["01_tokenizer_corpus", "02_model", "03_pretraining"]
     assert names == sorted(names)

@@ -1,19 +1,19 @@
-"""Every speed path computes the same function as the plain one (on the CPU).
+"""Every speed path of ``FastGPT`` computes the same function as the paper's ``GPT`` (on the CPU).
 
 The paths: the LM loss from the hidden states (``fused_lm_loss``: chunked, no full logits, only
 the masked-in rows), the vocabulary padded for the output matmul (``pad_vocab_to``), the CPU's
-dropout masks and written-out attention (``fast_cpu_dropout``), and ``torch.compile``.
+dropout masks and written-out attention, and ``torch.compile``.
 """
 
 import os
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-import gpt1lib.model as model_module
-from gpt1lib import GPT, lm_loss, preset
-from gpt1lib.model import dropout, fused_lm_loss, head_matrix
+import gpt1lib.loss as loss_module
+from gpt1lib import GPT, FastGPT, lm_loss, preset
+from gpt1lib.fast import dropout, head_matrix
+from gpt1lib.loss import fused_lm_loss
 
 NO_DROPOUT = {"embd_pdrop": 0.0, "attn_pdrop": 0.0, "resid_pdrop": 0.0}
 
@@ -55,7 +55,7 @@ def test_fused_loss_in_chunks_equals_one_chunk(monkeypatch):
     h, W, targets, mask = _hidden_and_head(B=4, T=33)
     one = fused_lm_loss(h, W, targets, mask)
     g_one = _grads(one, h, W)
-    monkeypatch.setattr(model_module, "LOSS_CHUNK_ELEMENTS", 7 * W.size(0))  # chunks of 7 rows
+    monkeypatch.setattr(loss_module, "LOSS_CHUNK_ELEMENTS", 7 * W.size(0))  # chunks of 7 rows
     many = fused_lm_loss(h, W, targets, mask)
     assert torch.allclose(one, many, atol=1e-6)
     for a, b in zip(g_one, _grads(many, h, W), strict=True):
@@ -95,8 +95,8 @@ def test_padding_never_enters_the_loss():
 @pytest.mark.parametrize("pad", [1, 64])
 def test_model_loss_path_equals_plain_path(pad):
     torch.manual_seed(0)
-    plain = GPT(preset("tiny", **NO_DROPOUT, fast_cpu_dropout=False)).train()
-    fast = GPT(preset("tiny", **NO_DROPOUT, pad_vocab_to=pad)).train()
+    plain = GPT(preset("tiny", **NO_DROPOUT)).train()
+    fast = FastGPT(preset("tiny", **NO_DROPOUT), pad_vocab_to=pad).train()
     fast.load_state_dict(plain.state_dict())
     x = torch.randint(0, 1000, (3, 20))
     expected = lm_loss(plain(x[:, :-1]).logits, x[:, 1:])
@@ -111,14 +111,14 @@ def test_model_loss_path_equals_plain_path(pad):
 
 def test_padded_vocabulary_keeps_shapes_counts_and_logits():
     torch.manual_seed(0)
-    cfg = preset("tiny", pad_vocab_to=64)  # 1000 tokens -> a 1024-row output matmul
-    assert cfg.n_tokens_padded == 1024 and cfg.n_tokens == 1000
     plain = GPT(preset("tiny")).eval()
-    padded = GPT(cfg).eval()
+    padded = FastGPT(preset("tiny"), pad_vocab_to=64).eval()  # 1000 tokens -> 1024 rows
     padded.load_state_dict(plain.state_dict())  # the same parameters, the same shapes
     assert padded.tokens_embed.weight.shape == (1000, 64)
     assert padded.num_parameters() == plain.num_parameters()
-    assert GPT(preset("paper", pad_vocab_to=64)).num_parameters() == 116_534_784
+    with torch.enable_grad():
+        assert padded.embed(torch.zeros(1, 1, dtype=torch.long))[1].shape == (1024, 64)
+    assert FastGPT(preset("paper"), pad_vocab_to=64).num_parameters() == 116_534_784
     x = torch.randint(0, 1000, (2, 9))
     with torch.enable_grad():  # the padded head is used where gradients are on
         logits = padded(x).logits
@@ -130,7 +130,7 @@ def test_padded_vocabulary_never_yields_a_padding_token():
     """A model whose every real logit is negative: a zero padding logit would win every argmax
     and most samples, if the padding were ever a token."""
     torch.manual_seed(0)
-    model = GPT(preset("tiny", pad_vocab_to=64, **NO_DROPOUT)).add_special_tokens()
+    model = FastGPT(preset("tiny", **NO_DROPOUT), pad_vocab_to=64).add_special_tokens()
     with torch.no_grad():
         model.h[-1].ln_2.weight.zero_()
         model.h[-1].ln_2.bias.fill_(1.0)  # h_n = 1 everywhere
@@ -169,16 +169,12 @@ def test_cpu_dropout_has_the_rate_the_expectation_and_the_gradient():
     assert not dropout(ones, 1.0, True).any()
 
 
-def test_cpu_dropout_with_padding_rows_and_its_off_switch():
+def test_cpu_dropout_with_padding_rows():
     W = torch.randn(10, 4, requires_grad=True)
     out = dropout(W, 0.2, True, rows=16)
     assert out.shape == (16, 4) and not out[10:].any()
     out.sum().backward()
     assert W.grad.shape == (10, 4)
-    torch.manual_seed(0)
-    a = dropout(W, 0.2, True, fast=False)
-    torch.manual_seed(0)
-    assert torch.equal(a, F.dropout(W, 0.2, True))  # fast=False is F.dropout exactly
 
 
 def test_written_out_attention_equals_sdpa():
@@ -186,8 +182,8 @@ def test_written_out_attention_equals_sdpa():
     give what PyTorch's attention gives without dropout, values and gradients."""
     torch.manual_seed(0)
     tiny = {"embd_pdrop": 1e-9, "attn_pdrop": 1e-9, "resid_pdrop": 1e-9}
-    fast = GPT(preset("tiny", **tiny)).train()
-    plain = GPT(preset("tiny", **NO_DROPOUT, fast_cpu_dropout=False)).train()
+    fast = FastGPT(preset("tiny", **tiny)).train()
+    plain = GPT(preset("tiny", **NO_DROPOUT)).train()
     plain.load_state_dict(fast.state_dict())
     x = torch.randint(0, 1000, (2, 30))
     a, b = fast(x).logits, plain(x).logits
@@ -198,9 +194,20 @@ def test_written_out_attention_equals_sdpa():
         assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-4), name
 
 
+def test_fast_model_is_the_model_from_the_same_seed():
+    torch.manual_seed(0)
+    plain = GPT(preset("tiny"))
+    torch.manual_seed(0)
+    fast = FastGPT(preset("tiny"))
+    for a, b in zip(plain.state_dict().values(), fast.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    x = torch.randint(0, 1000, (2, 12))
+    assert torch.equal(plain.eval()(x).logits, fast.eval()(x).logits)
+
+
 def test_fast_dropout_is_dropout_in_training():
     torch.manual_seed(0)
-    model = GPT(preset("tiny")).train()
+    model = FastGPT(preset("tiny")).train()
     x = torch.randint(0, 1000, (2, 12))
     torch.manual_seed(1)
     a = model(x).logits
@@ -215,23 +222,23 @@ def test_fast_dropout_is_dropout_in_training():
 )
 def test_compiled_model_computes_the_same_loss_and_gradients():
     torch.manual_seed(0)
-    model = GPT(preset("tiny", **NO_DROPOUT)).train()
+    model = FastGPT(preset("tiny", **NO_DROPOUT)).train()
     x = torch.randint(0, 1000, (2, 16))
     expected = model(x[:, :-1], targets=x[:, 1:]).loss
     g_expected = _grads(expected, *model.parameters())
     compiled = torch.compile(model)
-    got = compiled(x[:, :-1], targets=x[:, 1:], validate=False).loss
+    got = compiled(x[:, :-1], targets=x[:, 1:]).loss
     assert torch.allclose(got, expected, atol=1e-5)
     for a, b in zip(_grads(got, *model.parameters()), g_expected, strict=True):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 
 def test_bad_targets_are_clear_errors():
-    model = GPT(preset("tiny"))
+    model = FastGPT(preset("tiny"))
     x = torch.randint(0, 1000, (2, 8))
     with pytest.raises(ValueError, match="do not fit hidden states"):
         model(x, targets=torch.zeros(2, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="reduction='sum'"):
         model(x, targets=x, reduction="sum")
     with pytest.raises(ValueError, match="pad_vocab_to=0"):
-        preset("tiny", pad_vocab_to=0)
+        FastGPT(preset("tiny"), pad_vocab_to=0)
