@@ -12,14 +12,13 @@ from gpt1lib.finetune import (
     FinetuneConfig,
     TaskModel,
     build_task_model,
-    compute_metrics,
     finetune,
     task_loss,
     transfer,
     warmup_linear,
 )
 from gpt1lib.model import lm_loss
-from gpt1lib.tasks import Example, get_task, load_examples
+from gpt1lib.tasks import Example, compute_metrics, get_task, load_examples
 from gpt1lib.transforms import collate, encode_example
 
 V = 50  # a tiny vocabulary; specials 50, 51, 52

@@ -1,4 +1,4 @@
-"""The twelve data sets of Table 1 (§4.2) and DPRD (§5): one registry and their readers.
+"""The twelve data sets of Table 1 (§4.2) and DPRD (§5): one registry, their readers, metrics.
 
 Every task is a ``TaskSpec`` (``registry.py``): its family (which §3.3 input transformation it
 takes), label names, metrics, the split the paper reports and the split a local reproduction
@@ -18,7 +18,7 @@ Splits are always called ``train``, ``dev`` and ``test``; each layout's own file
 in the registry (``describe_source`` names the file a split is read from). Bad data raises an
 error that names the file, the row and the fix; nothing is skipped silently except what the data
 sets' own conventions drop (MultiNLI/SNLI pairs without a gold label, gold_label ``-``, as GLUE
-does).
+does). ``compute_metrics`` scores predictions with a task's metrics.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from .metrics import compute_metrics
 from .readers import find, read, read_hub
 from .registry import (
     FIXTURES,
@@ -41,7 +42,7 @@ from .registry import (
 
 __all__ = [
     "FIXTURES", "SPLITS", "TASKS", "Example", "Family", "HubSource", "TaskDataUnavailableError",
-    "TaskSpec", "describe_source", "get_task", "load_examples", "subsample",
+    "TaskSpec", "compute_metrics", "describe_source", "get_task", "load_examples", "subsample",
     "unavailable",
 ]  # fmt: skip
 
