@@ -31,8 +31,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -42,7 +40,15 @@ from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, provenance
 from .runtime import pick_device, seed_everything
-from .tasks import FIXTURES, Example, TaskSpec, describe_source, get_task, load_examples
+from .tasks import (
+    FIXTURES,
+    Example,
+    TaskSpec,
+    compute_metrics,
+    describe_source,
+    get_task,
+    load_examples,
+)
 from .transforms import Batch, Encoded, collate, encode_example
 
 
@@ -203,20 +209,6 @@ def batches(
     if rng is not None and length_grouped:
         rng.shuffle(out)
     return out
-
-
-def compute_metrics(
-    task: TaskSpec, predictions: np.ndarray, labels: np.ndarray
-) -> dict[str, float]:
-    """The task's metrics (scikit-learn and scipy), as percentages like the paper's."""
-    fns = {
-        "accuracy": lambda: accuracy_score(labels, predictions),
-        "matthews": lambda: matthews_corrcoef(labels, predictions),
-        "f1": lambda: f1_score(labels, predictions),
-        "pearson": lambda: pearsonr(predictions, labels)[0],
-        "spearman": lambda: spearmanr(predictions, labels)[0],
-    }
-    return {m: 100.0 * float(fns[m]()) for m in task.metrics}
 
 
 @torch.no_grad()

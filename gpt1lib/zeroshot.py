@@ -32,11 +32,10 @@ import torch
 from sklearn.metrics import matthews_corrcoef
 from tqdm.auto import tqdm
 
-from .finetune import compute_metrics
 from .records import make_record, provenance
 from .runs import load_run_model
 from .runtime import pick_device
-from .tasks import Example, get_task
+from .tasks import Example, compute_metrics, get_task
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from).
 BASELINES: dict[str, tuple[float, float, str]] = {

@@ -13,14 +13,13 @@ from gpt1lib.finetune import (
     FinetuneConfig,
     TaskModel,
     build_task_model,
-    compute_metrics,
     finetune,
     transfer,
 )
 from gpt1lib.loss import task_loss
 from gpt1lib.model import lm_loss
 from gpt1lib.optim import warmup_linear
-from gpt1lib.tasks import Example, get_task, load_examples
+from gpt1lib.tasks import Example, compute_metrics, get_task, load_examples
 from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.transforms import collate, encode_example
 
