@@ -380,6 +380,17 @@ def finetune(
     return FinetuneResult(task.name, metrics, best, best_epoch, wall, train_time, model, records)
 
 
+def eval_curves(results: dict[str, FinetuneResult]) -> pd.DataFrame:
+    """Each task's paper metric on its evaluation split, by epoch (task titles as ``task``)."""
+    rows = []
+    for name, r in results.items():
+        spec = get_task(name)
+        m = r.metrics
+        keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
+        rows.append(keep.assign(task=spec.title))
+    return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
+
+
 # ---------------------------------------------------------------- one task, end to end
 
 

@@ -97,6 +97,15 @@ def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     return pd.DataFrame(rows, columns=cols)
 
 
+def against_paper(records) -> pd.DataFrame:
+    """One row per (run, task) of ``records``: the reproduced value of the task's paper metric
+    at the last epoch, beside the paper's."""
+    table = final_metrics(records)
+    table.insert(1, "paper", [PAPER_RESULTS[t][1] for t in table.task])
+    table["task"] = [TASKS[t].title for t in table.task]
+    return table[["task", "metric", "split", "value", "paper", "run", "data"]]
+
+
 def paper_table(table: str, records, experiment: str = "finetune"):
     """Table 2, 3 or 4 of the paper beside the reproduced values, one column per run.
 

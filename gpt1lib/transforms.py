@@ -142,6 +142,13 @@ def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None
     return Batch(ids, extract, mask, labels, n_seq)
 
 
-def token_strings(enc: Encoded, tok) -> list[list[str]]:
-    """The token strings of each sequence, for showing a transformation to a reader."""
-    return [[tok.id_to_token(i) for i in q] for q in enc.seqs]
+def token_strings(enc: Encoded, tok, longest: int | None = None) -> list[str]:
+    """Each sequence as its token strings, for showing a transformation to a reader; a
+    sequence of more than ``longest`` tokens shows its two ends around "..."."""
+    out = []
+    for q in enc.seqs:
+        words = [tok.id_to_token(i) for i in q]
+        if longest and len(words) > longest:
+            words = words[: longest // 2] + ["..."] + words[len(words) - longest // 2 :]
+        out.append(" ".join(words))
+    return out
