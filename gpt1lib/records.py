@@ -40,25 +40,19 @@ FIELDS = (
 )
 
 
+def _git(*args: str) -> str:
+    here = Path(__file__).resolve().parent
+    return subprocess.run(
+        ["git", *args], cwd=here, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 @cache
 def git_commit() -> str:
     """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes)."""
-    here = Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        sha = _git("rev-parse", "--short=12", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + ("+dirty" if dirty else "")

@@ -42,11 +42,11 @@ class Scale:
     # "train:N": N merges learned on the corpus (below small, where the output matmul over 40,478
     # tokens would cost a CPU four times the blocks' work); "released": GPT-1's vocabulary
     tokenizer: str
-    corpus: str  # pre-training text: "fixture", a local folder or file, or a hub id
-    corpus_limit: int | None  # documents read from a hub corpus (None: all)
-    task_source: str  # where the tasks' data comes from: "fixture" or "hub" (or a folder)
     pretrain: PretrainConfig
     finetune: FinetuneConfig
+    corpus: str = HUB_CORPUS  # pre-training text: "fixture", a local folder or file, a hub id
+    corpus_limit: int | None = None  # documents read from a hub corpus (None: all)
+    task_source: str = "hub"  # where the tasks' data comes from: "fixture" or "hub"
     # examples per task, (train, eval) by task family or "default" (None: all), subsampled with
     # the seed; a multiple-choice example is four sequences, so it may get fewer
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
@@ -78,25 +78,14 @@ class Scale:
         }
 
 
+# fmt: off
 SCALES: dict[str, Scale] = {
     "smoke": Scale(
-        name="smoke",
-        model="tiny",
-        tokenizer="train:600",
-        corpus="fixture",
-        corpus_limit=None,
-        task_source="fixture",
+        name="smoke", model="tiny", tokenizer="train:600", corpus="fixture", task_source="fixture",
         # a larger learning rate, so that seconds of training show a falling loss
         pretrain=PretrainConfig(
-            total_steps=80,
-            batch_size=8,
-            max_lr=2e-3,
-            warmup_steps=8,
-            log_interval=5,
-            eval_interval=20,
-            eval_batches=4,
-            ckpt_interval=40,
-            n_log_checkpoints=5,
+            total_steps=80, batch_size=8, max_lr=2e-3, warmup_steps=8, n_log_checkpoints=5,
+            log_interval=5, eval_interval=20, eval_batches=4, ckpt_interval=40,
         ),
         # a larger rate and more epochs, so that a tiny model learns the fixtures in seconds
         finetune=FinetuneConfig(lr=2e-3, epochs=4, batch_size=8),
@@ -104,24 +93,14 @@ SCALES: dict[str, Scale] = {
         bench={"cpu": (4, 64, 3), "cuda": (8, 64, 10)},
     ),
     "cpu": Scale(
-        name="cpu",
-        model="mini",
-        tokenizer="train:8000",
-        corpus=HUB_CORPUS,
+        name="cpu", model="mini", tokenizer="train:8000",
         corpus_limit=100,  # about 40 MB of books
-        task_source="hub",
         # 2.9 M tokens: about 15 minutes on two cores (the LSTM 10). Not 1e-3 as for small models
         # elsewhere: at 1e-3 this post-LN model collapses within 40 updates to one output for
         # every input (the unigram distribution), transformers' OpenAIGPT too (results/README.md).
         pretrain=PretrainConfig(
-            total_steps=700,
-            batch_size=32,
-            max_lr=1e-4,
-            warmup_steps=100,
-            log_interval=10,
-            eval_interval=200,
-            eval_batches=8,
-            ckpt_interval=200,
+            total_steps=700, batch_size=32, max_lr=1e-4, warmup_steps=100,
+            eval_interval=200, eval_batches=8, ckpt_interval=200,
         ),
         finetune=FinetuneConfig(batch_size=16),  # smaller batches for its few examples
         # the whole book near 1.5 hours on two cores
@@ -130,21 +109,10 @@ SCALES: dict[str, Scale] = {
         bench={"cpu": (8, 128, 5)},
     ),
     "small": Scale(
-        name="small",
-        model="small",
-        tokenizer="released",
-        corpus=HUB_CORPUS,
+        name="small", model="small", tokenizer="released",
         corpus_limit=300,  # about 120 MB of books, streamed
-        task_source="hub",
         pretrain=PretrainConfig(
-            total_steps=12_000,
-            batch_size=64,
-            warmup_steps=500,
-            log_interval=20,
-            eval_interval=500,
-            eval_batches=20,
-            ckpt_interval=1000,
-            compile=True,
+            total_steps=12_000, warmup_steps=500, log_interval=20, compile=True,
         ),
         finetune=FinetuneConfig(),
         limits={"default": (20_000, None)},
@@ -152,18 +120,14 @@ SCALES: dict[str, Scale] = {
         bench={"cpu": (4, 128, 5), "cuda": (32, 512, 20)},
     ),
     "paper": Scale(
-        name="paper",
-        model="paper",
-        tokenizer="released",
-        corpus=HUB_CORPUS,
-        corpus_limit=None,
-        task_source="hub",
+        name="paper", model="paper", tokenizer="released",
         pretrain=PretrainConfig(),
         finetune=FinetuneConfig(),
         zero_shot_examples=2000,
         bench={"cpu": (1, 128, 3), "cuda": (16, 512, 20)},
     ),
 }
+# fmt: on
 
 
 def resolve_scale(scale: str | None = None) -> str:
