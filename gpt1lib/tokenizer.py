@@ -1,13 +1,10 @@
-"""GPT-1's byte-pair encoding (§4.1 "Model specifications"; PAPER.md §2 and §6).
+"""GPT-1's byte-pair encoding (the paper, §4.1 "Model specifications": 40,000 merges, learned on
+text cleaned with ftfy, its punctuation and white space standardised, and split by spaCy).
 
-The released pipeline (openai/finetune-transformer-lm, ``text_utils.TextEncoder``) is
-
-    ftfy.fix_text -> text_standardize -> spaCy tokenizer -> lower-case -> BPE per token (+ </w>)
-
-with 40,000 merges: 40,478 tokens (``<unk>``, 476 base symbols, the merges, ``\\n</w>``), then the
-three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
-
-``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy):
+The released vocabulary has 40,478 tokens (``<unk>``, 476 base symbols, the merges,
+``\\n</w>``), then the three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
+``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy),
+with the released code's front end (ftfy, text_standardize, spaCy, lower-case) rewritten:
 
 * the normalizer does what ftfy and ``text_standardize`` do to book text (curly quotes, cp1252
   dashes and quotes, ligatures, line breaks, dashes, ellipses, one ``\\n`` per line break), then
@@ -18,16 +15,13 @@ three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
   applies spaCy's prefixes, suffixes ("'s", quotes, brackets), infixes ("...") and the special
   cases that keep an apostrophe ("'em", "nothin'").
 
-On the Gutenberg novels of ``corpus/gutenberg_novels`` it gives the released pipeline's ids for
-every paragraph of valid and test and for 99.99% of a 20,000-paragraph sample of train; what it
-still misses is rare (spaCy's special-case matcher inside words, "Mr.Smith"; fullwidth letters;
-Greek final sigma; "y'all", "I'ma"). ``ReleasedEncoder`` is the released pipeline itself
-(``pip install "gpt1lib[exact]"``) and ``agreement`` measures the difference on any text.
+It gives the released code's ids for all but rare text (spaCy's special-case matcher inside
+words, "Mr.Smith"; fullwidth letters; Greek final sigma; "y'all", "I'ma"):
+``gpt1lib.released_encoder`` runs the released pipeline and measures the difference.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import json
@@ -35,7 +29,6 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
 from tokenizers import pre_tokenizers as pre
@@ -65,13 +58,8 @@ _FTFY = [
     *[("\ufb00", "ff"), ("\ufb01", "fi"), ("\ufb02", "fl"), ("\ufb03", "ffi")],  # ligatures
     *[("\ufb04", "ffl"), ("\ufb06", "st")],
 ]
-_STANDARDIZE = [
-    ("\u2014", "-"),
-    ("\u2013", "-"),
-    ("\u2015", "-"),
-    ("\u2026", "..."),
-    ("\u00b4", "'"),
-]
+#: text_standardize's replacements.
+STANDARDIZE = {"\u2014": "-", "\u2013": "-", "\u2015": "-", "\u2026": "...", "\u00b4": "'"}
 
 # ---------------------------------------------------------------------------------------------
 # Character classes shared by the normalizer and the pre-tokenizer (spaCy's English rules).
@@ -156,7 +144,7 @@ _CONTRACTIONS = [
 def _normalizer() -> normalizers.Normalizer:
     """ftfy + text_standardize + spaCy's case-sensitive splits (as spaces) + lower-case."""
     steps: list[normalizers.Normalizer] = [normalizers.NFC()]
-    steps += [normalizers.Replace(p, r) for p, r in _FTFY + _STANDARDIZE]
+    steps += [normalizers.Replace(p, r) for p, r in [*_FTFY, *STANDARDIZE.items()]]
     # Line breaks with only whitespace between them count once (text_standardize); the
     # pre-tokenizer drops the other whitespace and isolates each "\n".
     steps += [normalizers.Replace(Regex(r"\n\s*\n"), "\n"), normalizers.Strip()]
@@ -524,132 +512,3 @@ def _paragraph_blocks(path: Path, min_chars: int = LONG_TEXT // 4) -> Iterator[s
                 buf, n = [], 0
         if buf:
             yield "".join(buf)
-
-
-# ---------------------------------------------------------------------------------------------
-# The released pipeline, for measurement: ftfy + text_standardize + spaCy + lower-case + BPE.
-
-
-def text_standardize(text: str) -> str:
-    """The released code's punctuation and whitespace standardisation (after ftfy)."""
-    for a, b in _STANDARDIZE:
-        text = text.replace(a, b)
-    text = re.sub(f"({PUNCT_RUNS})", r" \1 ", text)
-    text = re.sub(r"\s*\n\s*", " \n ", text)
-    text = re.sub(r"[^\S\n]+", " ", text)
-    return text.strip()
-
-
-@functools.lru_cache(maxsize=1)
-def _released_front_end():
-    try:
-        import ftfy
-        import spacy
-    except ImportError as e:
-        raise ImportError(
-            'the released preprocessing needs ftfy and spaCy: pip install "gpt1lib[exact]"'
-        ) from e
-    # The released code loaded spaCy's 'en' with everything but the tokenizer disabled; the
-    # blank English pipeline has the same tokenizer rules and needs no model download.
-    return ftfy.fix_text, spacy.blank("en").tokenizer
-
-
-def _bpe(word: str, ranks: dict[tuple[str, str], int]) -> list[str]:
-    """Merge the lowest-ranked adjacent pair everywhere, until no ranked pair is left."""
-    symbols = [*word[:-1], word[-1] + EOW]
-    while len(symbols) > 1:
-        pairs = set(zip(symbols, symbols[1:], strict=False))
-        best = min(pairs, key=lambda p: ranks.get(p, float("inf")))
-        if best not in ranks:
-            break
-        merged, i = [], 0
-        while i < len(symbols):
-            if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                merged.append(symbols[i] + symbols[i + 1])
-                i += 2
-            else:
-                merged.append(symbols[i])
-                i += 1
-        symbols = merged
-    if symbols == ["\n", " " + EOW]:  # spaCy's newline token is "\n " (released special case)
-        symbols = ["\n" + EOW]
-    return " ".join(symbols).split(" ")
-
-
-def released_encode(
-    text: str, encoder: dict[str, int], bpe_ranks: dict[tuple[str, str], int]
-) -> list[int]:
-    """Ids of ``text`` by the released pipeline; unknown symbols map to 0 (``<unk>``)."""
-    fix_text, spacy_tokenizer = _released_front_end()
-    ids: list[int] = []
-    for token in spacy_tokenizer(text_standardize(fix_text(text))):
-        ids += [encoder.get(s, 0) for s in _bpe(token.text.lower(), bpe_ranks)]
-    return ids
-
-
-class ReleasedEncoder:
-    """The released ``TextEncoder`` (ftfy + spaCy + BPE), with a per-word cache."""
-
-    def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]]) -> None:
-        self.encoder = encoder
-        self.bpe_ranks = {m: i for i, m in enumerate(merges)}
-        self._cache: dict[str, list[str]] = {}
-        _released_front_end()  # fail early if ftfy or spaCy is missing
-
-    @classmethod
-    def from_files(
-        cls, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike
-    ) -> ReleasedEncoder:
-        encoder = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-        return cls(encoder, read_merges(vocab_bpe))
-
-    def tokens(self, text: str) -> list[str]:
-        """The BPE symbols of ``text``."""
-        fix_text, spacy_tokenizer = _released_front_end()
-        out: list[str] = []
-        for token in spacy_tokenizer(text_standardize(fix_text(text))):
-            word = token.text.lower()
-            if word not in self._cache:
-                self._cache[word] = _bpe(word, self.bpe_ranks)
-            out += self._cache[word]
-        return out
-
-    def encode(self, text: str) -> list[int]:
-        return [self.encoder.get(s, 0) for s in self.tokens(text)]
-
-
-class _Encodes(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-
-def agreement(tok: GPT1Tokenizer, reference: _Encodes, texts: Iterable[str]) -> dict:
-    """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``).
-
-    ``identical``: fraction of texts with the same id sequence. ``token_agreement``: the
-    corpus-level difflib ratio 2 M / (N_ours + N_reference), M the tokens in matching blocks of
-    each text's two sequences (1.0 = identical everywhere). ``mismatches``: indices of the texts
-    that differ.
-    """
-    texts = list(texts)
-    if not texts:
-        raise ValueError("agreement needs at least one text")
-    ours = tok.encode_batch(texts)
-    matched = n_ours = n_ref = 0
-    mismatches = []
-    for i, (a, text) in enumerate(zip(ours, texts, strict=True)):
-        b = reference.encode(text)
-        n_ours, n_ref = n_ours + len(a), n_ref + len(b)
-        if a == b:
-            matched += len(a)
-            continue
-        mismatches.append(i)
-        sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        matched += sum(block.size for block in sm.get_matching_blocks())
-    return {
-        "texts": len(texts),
-        "identical": (len(texts) - len(mismatches)) / len(texts),
-        "token_agreement": 2 * matched / max(1, n_ours + n_ref),
-        "tokens": n_ours,
-        "tokens_reference": n_ref,
-        "mismatches": mismatches,
-    }

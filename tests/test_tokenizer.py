@@ -1,5 +1,5 @@
-"""GPT-1's BPE (PAPER.md §2, §6): the released vocabulary, the trainer, and the agreement of the
-tokenizers pipeline with the released ftfy + spaCy one."""
+"""GPT-1's BPE (the paper, §4.1; the released code's TextEncoder): the released vocabulary, the
+trainer, and the agreement of the tokenizers pipeline with the released ftfy + spaCy one."""
 
 import functools
 import json
@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from gpt1lib import SPECIAL_TOKENS
+from gpt1lib import released_encoder as R
 from gpt1lib import tokenizer as T
 from gpt1lib.tokenizer import GPT1Tokenizer, TokenizerUnavailableError, pretokenize
 
@@ -96,7 +97,7 @@ def test_released_bpe_merges_like_the_released_code(released, bpe_dir):
         "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 14))) for _ in range(2000)
     ]
     for word in words:
-        assert released.tokens(word) == T._bpe(word, ranks), word
+        assert released.tokens(word) == R._bpe(word, ranks), word
     assert released.encode("bachelorette") == [40476]  # the last merge
 
 
@@ -120,9 +121,9 @@ def test_pretokenize_follows_spacy_rules():
 def test_released_pipeline_matches_on_tricky_text():
     pytest.importorskip("ftfy")
     pytest.importorskip("spacy")
-    fix_text, spacy_tokenizer = T._released_front_end()
+    fix_text, spacy_tokenizer = R._released_front_end()
     for text in TRICKY:
-        theirs = [t.text.lower() for t in spacy_tokenizer(T.text_standardize(fix_text(text)))]
+        theirs = [t.text.lower() for t in spacy_tokenizer(R.text_standardize(fix_text(text)))]
         theirs = ["\n" if t.isspace() else t for t in theirs]
         assert pretokenize(text) == theirs, text
 
@@ -278,29 +279,31 @@ def test_other_errors(tmp_path):
 
 def test_released_pipeline_needs_the_exact_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ftfy", None)  # import ftfy now fails
-    T._released_front_end.cache_clear()
+    R._released_front_end.cache_clear()
     try:
         with pytest.raises(ImportError, match=r"gpt1lib\[exact\]"):
-            T.released_encode("a", {"<unk>": 0}, {})
+            R.ReleasedEncoder({"<unk>": 0}, [])
     finally:
-        T._released_front_end.cache_clear()
+        R._released_front_end.cache_clear()
 
 
 def test_released_encoder_agrees_with_gpt1tokenizer(bpe_dir, released, encoder):
     pytest.importorskip("ftfy")
     pytest.importorskip("spacy")
-    ref = T.ReleasedEncoder.from_files(
+    merges = T.read_merges(bpe_dir / "vocab_40000.bpe")
+    ref = R.ReleasedEncoder.from_files(
         bpe_dir / "encoder_bpe_40000.json", bpe_dir / "vocab_40000.bpe"
     )
     simple = ["the cat sat on the mat.", "it was a dark and stormy night\nand then", "yes"]
     for text in simple:
         assert ref.encode(text) == released.encode(text)
-        assert T.released_encode(text, ref.encoder, ref.bpe_ranks) == ref.encode(text)
+        # the per-word cache changes nothing: a fresh encoder gives the same ids
+        assert R.ReleasedEncoder(ref.encoder, merges).encode(text) == ref.encode(text)
     assert ref.encode("a\nb") == [encoder["a</w>"], encoder["\n</w>"], encoder["b</w>"]]
-    same = T.agreement(released, ref, simple + TRICKY)
+    same = R.agreement(released, ref, simple + TRICKY)
     assert same["identical"] == 1.0 and same["token_agreement"] == 1.0 and not same["mismatches"]
     # a known difference: spaCy keeps "Mr." of "Mr.Smith" (its special-case matcher); we split
-    differ = T.agreement(released, ref, ["Mr.Smith came.", "the cat"])
+    differ = R.agreement(released, ref, ["Mr.Smith came.", "the cat"])
     assert differ["texts"] == 2 and differ["identical"] == 0.5 and differ["mismatches"] == [0]
     assert 0.5 < differ["token_agreement"] < 1.0
     assert (differ["tokens"], differ["tokens_reference"]) == (7, 6)
