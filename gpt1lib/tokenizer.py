@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import huggingface_hub
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
 from tokenizers import pre_tokenizers as pre
 
@@ -364,12 +365,10 @@ class GPT1Tokenizer:
     @classmethod
     def from_hub(cls, repo_id: str = HUB_ID, revision: str | None = None) -> GPT1Tokenizer:
         """The released vocabulary from the hub repository's ``vocab.json`` + ``merges.txt``."""
-        from huggingface_hub import hf_hub_download
-
         paths = []
         for name in ("vocab.json", "merges.txt"):
             try:
-                paths.append(hf_hub_download(repo_id, name, revision=revision))
+                paths.append(huggingface_hub.hf_hub_download(repo_id, name, revision=revision))
             except Exception as e:  # offline, unreachable, gated, or missing file
                 raise TokenizerUnavailableError(
                     f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
