@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import re
@@ -253,6 +254,38 @@ def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
     return merges
 
 
+#: Texts longer than this are encoded (and learned from) in pieces of about a quarter of it.
+LONG_TEXT = 1 << 16
+
+
+def paragraph_pieces(text: str | Iterable[str], size: int) -> Iterator[str]:
+    """``text`` (or its lines, each with its ``\\n``) in pieces of at least ``size`` characters
+    (the last may be shorter), each cut after the line break that ends one or more blank lines.
+
+    The pieces join to the text. The normalizer and pre-tokenizer take a line break for the
+    start or end of a text, so the pieces' ids, joined, are the text's less the ``\\n</w>`` at
+    each cut (none where only white space follows): ``encode_batch`` puts it back; the corpus
+    and the trainer leave it out (a word of one symbol has no pair to merge).
+    """
+    piece: list[str] = []
+    n, after_blank = 0, False  # after a blank line that follows a line
+    for line in io.StringIO(text) if isinstance(text, str) else text:
+        blank = not line.strip()
+        # a line with text follows the blank lines, or white space that ends the text
+        if after_blank and n >= size and not (blank and line.endswith("\n")):
+            yield "".join(piece)
+            piece, n = [], 0
+        after_blank = blank and bool(piece)
+        piece.append(line)
+        n += len(line)
+    if piece:
+        yield "".join(piece)
+
+
+def _long_text_pieces(text: str) -> list[str]:
+    return list(paragraph_pieces(text, LONG_TEXT // 4)) if len(text) > LONG_TEXT else [text]
+
+
 class GPT1Tokenizer:
     """GPT-1 style BPE built on a ``tokenizers.Tokenizer``."""
 
@@ -281,8 +314,10 @@ class GPT1Tokenizer:
 
         The vocabulary is ``<unk>``, the base symbols seen (characters, then characters +
         ``</w>``, each in code point order), one token per merge (a merge whose result already
-        exists adds none), then the specials. Files are fed paragraph by paragraph so that line
-        breaks inside them are learned as ``\\n</w>``.
+        exists adds none), then the specials. Files, and texts over ``LONG_TEXT`` characters, are
+        fed in pieces of a few pages cut between paragraphs (``paragraph_pieces``): line breaks
+        inside a piece are learned as ``\\n</w>``; the one at a cut is left out, which changes no
+        merge (a word of one symbol has no pair).
 
         Two passes: the first finds the base symbols, the second learns the merges with those
         symbols numbered in a fixed order. tokenizers' trainer breaks ties between equally
@@ -299,11 +334,12 @@ class GPT1Tokenizer:
             raise FileNotFoundError(f"training files not found: {missing}")
         texts = list(texts or ())  # both passes read it
 
-        def corpus() -> Iterator[str]:  # pieces of at most a few pages, for speed
+        def corpus() -> Iterator[str]:  # pieces of a few pages, for speed
             for p in paths:
-                yield from _paragraph_blocks(p)
+                with p.open(encoding="utf-8") as f:
+                    yield from paragraph_pieces(f, LONG_TEXT // 4)
             for text in texts:
-                yield from _cut_at_line_breaks(text) if len(text) > LONG_TEXT else [text]
+                yield from _long_text_pieces(text)
 
         vocab, _ = cls._train_once(corpus(), [UNK], 0, show_progress)
         base = sorted(set(vocab) - {UNK}, key=lambda t: (t.endswith(EOW), t))
@@ -448,13 +484,13 @@ class GPT1Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """``encode`` of many texts at once, in parallel in Rust.
 
-        Texts over ``LONG_TEXT`` characters are cut at line breaks and their pieces encoded in
-        parallel (tokenizers' normalizer also slows down on very long strings), then joined by
-        the newline token: the same ids, since a line break is one token.
+        Texts over ``LONG_TEXT`` characters are cut between paragraphs (``paragraph_pieces``)
+        and their pieces encoded in parallel (tokenizers' normalizer also slows down on very long
+        strings), then joined by the newline token: the same ids, as a line break is one token.
         """
         pieces, owners = [], []
         for i, text in enumerate(texts):
-            cut = _cut_at_line_breaks(text) if len(text) > LONG_TEXT else [text]
+            cut = _long_text_pieces(text)
             pieces += cut
             owners += [i] * len(cut)
         encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)  # >= 0.20
@@ -462,7 +498,8 @@ class GPT1Tokenizer:
         newline = self.backend.token_to_id("\n" + EOW)
         newline = self.backend.token_to_id(UNK) if newline is None else newline
         for i, enc in zip(owners, encode(pieces, add_special_tokens=False), strict=True):
-            out[i] += [newline, *enc.ids] if out[i] else enc.ids
+            if enc.ids:  # white space that ends a text is a piece without tokens
+                out[i] += [newline, *enc.ids] if out[i] else enc.ids
         return out
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -475,39 +512,3 @@ class GPT1Tokenizer:
 
     def __repr__(self) -> str:
         return f"GPT1Tokenizer(vocab_size={self.vocab_size}, fingerprint={self.fingerprint()})"
-
-
-#: Texts longer than this are encoded (and learned from) in pieces cut at line breaks.
-LONG_TEXT = 1 << 16
-_LINE_BREAK = re.compile(r"[ \t\r\f\v]*\n[ \t\r\n\f\v]*")
-
-
-def _cut_at_line_breaks(text: str, size: int = LONG_TEXT // 4) -> list[str]:
-    """``text`` in pieces of about ``size`` characters, each cut made at a line break between
-    two lines with text (so each piece has some, and one newline token belongs between them)."""
-    pieces: list[str] = []
-    lines: list[str] = []
-    n, has_text = 0, False
-    for line in _LINE_BREAK.split(text):
-        if has_text and n >= size and line.strip():
-            pieces.append("\n".join(lines))
-            lines, n, has_text = [], 0, False
-        lines.append(line)
-        n += len(line)
-        has_text = has_text or bool(line.strip())
-    return [*pieces, "\n".join(lines)]
-
-
-def _paragraph_blocks(path: Path, min_chars: int = LONG_TEXT // 4) -> Iterator[str]:
-    """The text of ``path`` in pieces of at least ``min_chars``, cut at blank lines."""
-    with path.open(encoding="utf-8") as f:
-        buf: list[str] = []
-        n = 0
-        for line in f:
-            buf.append(line)
-            n += len(line)
-            if n >= min_chars and not line.strip():
-                yield "".join(buf)
-                buf, n = [], 0
-        if buf:
-            yield "".join(buf)

@@ -2,6 +2,7 @@
 trainer, and the agreement of the tokenizers pipeline with the released ftfy + spaCy one."""
 
 import functools
+import io
 import json
 import random
 import shutil
@@ -232,14 +233,31 @@ def test_save_load_round_trip(tmp_path):
         assert back.encode_batch([TINY, "lowest news"]) == tok.encode_batch([TINY, "lowest news"])
 
 
-def test_long_texts_are_cut_at_line_breaks_without_changing_ids():
+def test_paragraph_pieces_are_cut_after_blank_lines():
+    text = "a b\nc\n\n \nd e\n\nf\n\n  "
+    cut = ["a b\nc\n\n \n", "d e\n\n", "f\n\n", "  "]  # white space ending the text apart
+    assert list(T.paragraph_pieces(text, 1)) == cut
+    assert list(T.paragraph_pieces(io.StringIO(text), 1)) == cut  # lines, as from a file
+    assert list(T.paragraph_pieces(text, 8)) == [cut[0], cut[1] + cut[2], cut[3]]
+    assert list(T.paragraph_pieces(text, 9)) == [cut[0], "".join(cut[1:])]  # at least 9 each
+    assert list(T.paragraph_pieces(text, 100)) == [text]
+    assert list(T.paragraph_pieces("\n\nx", 1)) == ["\n\n", "x"]
+    assert list(T.paragraph_pieces(" \nx\ny", 1)) == [" \nx\ny"]  # no blank line after a line
+    assert list(T.paragraph_pieces("", 1)) == []
+
+
+def test_long_texts_are_cut_between_paragraphs_without_changing_ids(monkeypatch):
     tok = GPT1Tokenizer.train(texts=[TINY], n_merges=7)
     line = "low newer.\n\u00a0\n  \n\x85\nwider\u2028lowest\r\n\r\nnew low "
     text = "\n \n" + line * (2 * T.LONG_TEXT // len(line)) + "\n\n"
-    assert len(T._cut_at_line_breaks(text)) > 2
+    assert len(T._long_text_pieces(text)) > 2
     whole = tok.backend.encode(text).ids  # one piece: what the pipeline gives without the cut
     assert tok.encode(text) == whole
     assert tok.encode_batch(["low", text, ""]) == [tok.encode("low"), whole, []]
+    monkeypatch.setattr(T, "LONG_TEXT", 8)  # pieces of 2 characters or more
+    for short in ["low\n\nnew\n\n  ", "low\n\nnew\n\n\x85", "\n\n \n\nlow\n\n"]:
+        assert len(T._long_text_pieces(short)) > 1
+        assert tok.encode(short) == tok.backend.encode(short).ids, short
 
 
 def test_train_errors():
