@@ -9,7 +9,9 @@ import shutil
 import string
 import sys
 
+import huggingface_hub
 import pytest
+from huggingface_hub import constants
 
 from gpt1lib import SPECIAL_TOKENS
 from gpt1lib import released_encoder as R
@@ -145,8 +147,6 @@ def test_contraction_tables_match_spacy():
 
 
 def test_from_hub_offline_names_the_local_fallback(monkeypatch, tmp_path):
-    from huggingface_hub import constants
-
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # nothing cached
     with pytest.raises(TokenizerUnavailableError, match="from_released"):
@@ -154,8 +154,6 @@ def test_from_hub_offline_names_the_local_fallback(monkeypatch, tmp_path):
 
 
 def test_from_hub_builds_the_released_tokenizer(monkeypatch, tmp_path):
-    import huggingface_hub
-
     (tmp_path / "vocab.json").write_text(
         json.dumps({"<unk>": 0, "a": 1, "b": 2, "a</w>": 3, "b</w>": 4, "ab</w>": 5, "ab": 6})
     )
@@ -176,8 +174,6 @@ def test_from_hub_builds_the_released_tokenizer(monkeypatch, tmp_path):
 
 
 def test_from_hub_with_the_released_files(monkeypatch, tmp_path, bpe_dir, released):
-    import huggingface_hub
-
     shutil.copy(bpe_dir / "encoder_bpe_40000.json", tmp_path / "vocab.json")
     shutil.copy(bpe_dir / "vocab_40000.bpe", tmp_path / "merges.txt")
     monkeypatch.setattr(
