@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from .tokenizer import EOW, PUNCT_RUNS, STANDARDIZE, GPT1Tokenizer, read_merges
+from .front_end import PUNCT_RUNS, STANDARDIZE
+from .tokenizer import EOW, GPT1Tokenizer, read_merges
 
 
 def text_standardize(text: str) -> str:

@@ -16,7 +16,8 @@ from huggingface_hub import constants
 from gpt1lib import SPECIAL_TOKENS
 from gpt1lib import released_encoder as R
 from gpt1lib import tokenizer as T
-from gpt1lib.tokenizer import GPT1Tokenizer, TokenizerUnavailableError, pretokenize
+from gpt1lib.front_end import pretokenize
+from gpt1lib.tokenizer import GPT1Tokenizer, TokenizerUnavailableError
 
 #: Words whose spaCy tokenization needs one of the normalizer's or pre-tokenizer's rules.
 TRICKY = [
@@ -139,7 +140,7 @@ def test_contraction_tables_match_spacy():
         if len(orths) < 2 or not word.isascii() or not word[0].isalpha():
             continue
         if word.lower() in {"y'all", "i'ma", "ima", "how'd'y"}:
-            continue  # left out on purpose (rare), see the module docstring
+            continue  # left out on purpose (rare), see gpt1lib.front_end's docstring
         assert pretokenize(word) == [o.lower() for o in orths], word
 
 
