@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .tokenizer import LONG_TEXT, paragraph_pieces
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
 _VALID_NAMES = {"valid", "validation", "val", "dev"}
@@ -139,18 +140,6 @@ def split_documents(
     )
 
 
-def _chunks(text: str, size: int = 1 << 16) -> list[str]:
-    """Cut ``text`` after blank lines into pieces of about ``size`` characters, for the batch
-    encoder; a cut at white space between paragraphs leaves the token stream unchanged."""
-    out, start = [], 0
-    for m in re.finditer(r"\n\s*\n", text):
-        if m.end() - start >= size:
-            out.append(text[start : m.end()])
-            start = m.end()
-    out.append(text[start:])
-    return [c for c in out if c]
-
-
 def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
     """All documents' token ids, concatenated in order, cached under ``cache_dir``.
 
@@ -163,7 +152,9 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     cache = Path(cache_dir) / f"tokens-{h.hexdigest()[:20]}.npy" if cache_dir else None
     if cache is not None and cache.is_file():
         return np.load(cache)
-    pieces = [c for t in docs.texts for c in _chunks(t)]
+    # Pieces of LONG_TEXT characters or more, for the batch encoder; encoded apart, they lack
+    # the newline token at each cut between them (one in 64K characters or more).
+    pieces = [p for t in docs.texts for p in paragraph_pieces(t, LONG_TEXT)]
     dtype = np.uint16 if tokenizer.n_tokens <= np.iinfo(np.uint16).max + 1 else np.int32
     ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
     tokens = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)

@@ -1,45 +1,28 @@
-"""GPT-1's byte-pair encoding (§4.1 "Model specifications"; PAPER.md §2 and §6).
+"""GPT-1's byte-pair encoding (the paper, §4.1 "Model specifications": 40,000 merges, learned on
+text cleaned with ftfy, its punctuation and white space standardised, and split by spaCy).
 
-The released pipeline (openai/finetune-transformer-lm, ``text_utils.TextEncoder``) is
-
-    ftfy.fix_text -> text_standardize -> spaCy tokenizer -> lower-case -> BPE per token (+ </w>)
-
-with 40,000 merges: 40,478 tokens (``<unk>``, 476 base symbols, the merges, ``\\n</w>``), then the
-three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
-
-``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy):
-
-* the normalizer does what ftfy and ``text_standardize`` do to book text (curly quotes, cp1252
-  dashes and quotes, ligatures, line breaks, dashes, ellipses, one ``\\n`` per line break), then
-  spaCy's case-sensitive splits, written as spaces: the final period ("Elliot." but "Mr." "A."
-  "U.S.") and the contractions ("don't" -> do n't, "cannot" -> can not, but "DON'T" whole);
-  then it lower-cases;
-* the pre-tokenizer splits at whitespace, isolates text_standardize's punctuation runs, and
-  applies spaCy's prefixes, suffixes ("'s", quotes, brackets), infixes ("...") and the special
-  cases that keep an apostrophe ("'em", "nothin'").
-
-On the Gutenberg novels of ``corpus/gutenberg_novels`` it gives the released pipeline's ids for
-every paragraph of valid and test and for 99.99% of a 20,000-paragraph sample of train; what it
-still misses is rare (spaCy's special-case matcher inside words, "Mr.Smith"; fullwidth letters;
-Greek final sigma; "y'all", "I'ma"). ``ReleasedEncoder`` is the released pipeline itself
-(``pip install "gpt1lib[exact]"``) and ``agreement`` measures the difference on any text.
+The released vocabulary has 40,478 tokens (``<unk>``, 476 base symbols, the merges,
+``\\n</w>``), then the three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
+``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy),
+with the released code's front end (ftfy, text_standardize, spaCy, lower-case) rewritten as its
+normalizer and pre-tokenizer (``gpt1lib.front_end``). It gives the released code's ids for all
+but rare text: ``gpt1lib.released_encoder`` runs the released pipeline and measures the
+difference.
 """
 
 from __future__ import annotations
 
-import difflib
-import functools
 import hashlib
+import io
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
-from tokenizers import pre_tokenizers as pre
+import huggingface_hub
+from tokenizers import Tokenizer, decoders, models, trainers
 
+from .front_end import normalizer, pre_tokenizer
 from .model import SPECIAL_TOKENS
 
 HUB_ID = "openai-community/openai-gpt"
@@ -52,190 +35,11 @@ class TokenizerUnavailableError(RuntimeError):
     """The vocabulary could not be fetched (hub unreachable or files missing)."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Normalizer: ftfy.fix_text (the parts that touch book text) + text_standardize + lower-case.
-
-# Literal replacements only: they cost a fraction of a regular expression's scan.
-_FTFY = [
-    *[("\x85", "..."), ("\x82", "'"), ("\x91", "'"), ("\x92", "'"), ("\x84", '"'), ("\x93", '"')],
-    *[("\x94", '"'), ("\x96", "\u2013"), ("\x97", "\u2014")],  # fix_c1_controls (cp1252)
-    *[("\r\n", "\n"), ("\r", "\n"), ("\u2028", "\n"), ("\u2029", "\n")],  # fix_line_breaks
-    *[(q, "'") for q in "\u02bc\u2018\u2019\u201a\u201b"],  # uncurl_quotes
-    *[(q, '"') for q in "\u201c\u201d\u201e\u201f"],
-    *[("\ufb00", "ff"), ("\ufb01", "fi"), ("\ufb02", "fl"), ("\ufb03", "ffi")],  # ligatures
-    *[("\ufb04", "ffl"), ("\ufb06", "st")],
-]
-_STANDARDIZE = [
-    ("\u2014", "-"),
-    ("\u2013", "-"),
-    ("\u2015", "-"),
-    ("\u2026", "..."),
-    ("\u00b4", "'"),
-]
-
-# ---------------------------------------------------------------------------------------------
-# Character classes shared by the normalizer and the pre-tokenizer (spaCy's English rules).
-
-_QUOTES = "'\"`\u2018\u2019\u201a\u201e\u201c\u201d\u00ab\u00bb\u00b4"
-_PUNCT = r"\u2026,:;!?\u00bf\u061f\u00a1()\[\]{}<>_#*&\u00b7"
-_PUNCT += r"\u3002\uff1f\uff01\uff0c\u3001\uff1b\uff1a\uff5e\u0964\u060c\u06d4\u061b\u066a"
-_AFFIX = rf"[{_PUNCT}{_QUOTES}\p{{So}}]"  # split off either end of a word, one at a time
-_PREFIX_ONLY = r"[\u00a7%=$\u00a3\u20ac\u00a5]|\+(?![0-9])"
-_SUFFIXES = rf"(?:'[sS]|''|\.\.+|{_AFFIX}|(?<=[0-9])[%$\u00a3\u20ac\u00a5+])*"
-#: text_standardize puts spaces around every run of these characters.
-PUNCT_RUNS = r"""-+|~+|!+|"+|;+|\?+|\++|,+|\)+|\(+|\\+|/+|\*+|\[+|\]+|\}+|\{+|\|+|_+"""
-_RUN_CHARS = r"""\-~!";?+,)(\\/*\[\]}{|_"""
-# Before text_standardize's spacing, a word starts after a space, a prefix or a punctuation run,
-# and ends where only suffixes are left before a space or a punctuation run.
-_WORD_START = rf"(?:^|[\s{_PUNCT}{_QUOTES}{_RUN_CHARS}\u00a7%=$\u00a3\u20ac\u00a5])"
-# spaCy splits a final period after a lower-case letter, a digit or punctuation, or after two
-# upper-case letters ("Elliot." "1760." "AB."), not after one ("A." "U.S.") ...
-_PERIOD_AFTER = rf"[0-9\p{{Ll}}%\u00b2\-+{_PUNCT}{_QUOTES}]|\p{{Lu}}\p{{Lu}}"
-_PERIOD = rf"(?<!\.)\.(?!\.)(?<=(?:{_PERIOD_AFTER})\.)"
-_WORD_END = rf"(?={_SUFFIXES}(?:[\s{_RUN_CHARS}]|\z))"
-# ... unless the word is one of its special cases (tokenizer_exceptions, English).
-_ABBREVIATIONS = (
-    "Adm Ak Ala Apr Ariz Ark Aug Bros Calif Co Colo Conn Corp D.C Dec Del Dr E.G E.g Feb Fla Ga "
-    "Gen Gov I.E I.e Ia Id Ill Inc Ind Jan Jr Jul Jun Kan Kans Ky La Ltd Mar Mass Md Messrs Mich "
-    "Minn Miss Mo Mont Mr Mrs Ms Mt N.C N.D N.H N.J N.M N.Y Neb Nebr Nev Nov Oct Okla Ore Pa "
-    "Ph.D Prof Rep Rev S.C Sen Sep Sept St Tenn Va Wash Wis a.m co e.g i.e p.m v.s vs "
-    "[a-z\u00e4\u00f6\u00fc]"
-)
-
-
-def _alt(words: str, title: bool = False) -> str:
-    """A regex alternation of ``words``; ``title`` adds the capitalised forms (spaCy has both)."""
-    if title:
-        return "(?:" + "|".join(f"[{w[0].upper()}{w[0]}]{w[1:]}" for w in words.split()) + ")"
-    return "(?:" + "|".join(w.replace(".", r"\.") for w in words.split()) + ")"
-
-
-# spaCy's contractions, lower-case or capitalised only ("DON'T" stays one token).
-_NT = "ai are ca could dare did does do had has have is may might must need ought sha should "
-_NT += "was were wo would"
-_PRON = "he how i it she that there these they this those we what when where who why you"
-_ARE = "how there these they those we what when where who why you"
-_HAVE = "could how i might must not should there these they those we what when where who why "
-_HAVE += "would you"
-_IS = "he how she that there this what when where who why"  # "hes" but not "its" or "lets"
-
-
-def _drop(words: str, *drop: str) -> str:
-    return " ".join(w for w in words.split() if w not in drop)
-
-
-#: (part, the words it is split from, what may follow it): a space goes before ``part``.
-_CONTRACTIONS = [
-    ("n't", _alt(_NT, True), "(?:'ve)?"),  # don't -> do n't, can't've -> ca n't 've
-    ("nt", _alt(_NT, True), "(?:ve)?"),  # dont -> do nt
-    ("'d", _alt(_PRON, True), "(?:'ve)?"),
-    ("d", _alt(_drop(_PRON, "she", "i"), True), "(?:ve)?"),  # hed wed, but shed
-    ("d", "i", "(?:ve)?"),
-    ("d", "I", r"(?:ve)?(?!\.)"),  # Id -> I d, but "Id." is an abbreviation (Idaho)
-    ("'ll", _alt(_PRON, True), "(?:'ve)?"),
-    ("ll", _alt(_drop(_PRON, "he", "i", "she", "we"), True), "(?:ve)?"),  # not hell ill well
-    ("ll", "(?:[Hh]e|[Ii]|[Ss]he|[Ww]e)", "ve"),  # but hellve, illve ...
-    ("d", "[Ss]he", "ve"),
-    ("'ve", "(?:n't|'d|'ll)", ""),  # the second split of "can't've", "I'd've"
-    ("ve", "(?:nt|d|ll)", ""),
-    ("'re", _alt(_ARE, True), ""),
-    ("re", _alt(_drop(_ARE, "we", "who"), True), ""),  # not were whore
-    ("'ve", _alt(_HAVE, True), ""),
-    ("ve", _alt(_HAVE, True), ""),
-    ("'m", "[Ii]", ""),
-    ("m", "[Ii]", ""),
-    ("s", _alt(_IS, True), ""),
-    ("not", "[Cc]an", ""),  # cannot -> can not
-    ("na", "[Gg]on", ""),
-    ("ta", "[Gg]ot", ""),
-    ("all", "y", ""),
-    ("on", "[Cc]'m", ""),
-]
-
-
-def _normalizer() -> normalizers.Normalizer:
-    """ftfy + text_standardize + spaCy's case-sensitive splits (as spaces) + lower-case."""
-    steps: list[normalizers.Normalizer] = [normalizers.NFC()]
-    steps += [normalizers.Replace(p, r) for p, r in _FTFY + _STANDARDIZE]
-    # Line breaks with only whitespace between them count once (text_standardize); the
-    # pre-tokenizer drops the other whitespace and isolates each "\n".
-    steps += [normalizers.Replace(Regex(r"\n\s*\n"), "\n"), normalizers.Strip()]
-    # The final period first, while "he'd." is one word: spaCy splits it to he 'd . but
-    # keeps the "d." of a word "'d." (a prefix ' and the special case "d.").
-    # A prefix character starts the word only if no letter or digit precedes it.
-    start = rf"(?:^|[\s{_RUN_CHARS}]|(?<![\p{{L}}\p{{N}}.]){_WORD_START})"
-    # "hed." "im." are he d. / i m. (contractions ending in a special case "d." "m.")
-    kept = rf"{_ABBREVIATIONS} {_alt(_drop(_PRON, 'she'), True)}d [Ii]m {_alt(_IS, True)}s"
-    abbreviation = rf"(?<!{start}{_alt(kept)}\.)"
-    steps += [
-        normalizers.Replace(Regex(rf"{_PERIOD}{_WORD_END}{abbreviation}"), " ."),
-        normalizers.Replace(Regex(r"(?<=\p{Ll})\.(?=\p{Lu})(?<!Ph\.)"), " . "),  # "end.The"
-    ]
-    # A word "'ve" or "'m" of the text is "'" + "ve" for spaCy; a space after the apostrophe
-    # keeps the pre-tokenizer from taking it for one split off "I've" below.
-    standalone = rf"'(?=(?:[Vv][Ee]|[Mm]){_WORD_END})(?<={_WORD_START}')"
-    steps.append(normalizers.Replace(Regex(standalone), "' "))
-    for part, after, tail in _CONTRACTIONS:
-        # the literal first, then the cheap test (most occurrences are inside a longer word)
-        p = re.escape(part)
-        pattern = rf"{p}(?={tail}\.?{_WORD_END})(?<={_WORD_START}{after}{p})"
-        steps.append(normalizers.Replace(Regex(pattern), " " + part))
-    steps.append(normalizers.Lowercase())  # the released code lower-cases each spaCy token
-    return normalizers.Sequence(steps)
-
-
-# ---------------------------------------------------------------------------------------------
-# Pre-tokenizer: split at spaces, isolate the punctuation runs, then spaCy's prefixes, suffixes
-# and infixes as one regular expression over each word. Every character belongs to a match, so
-# each match starts where the previous one ended; alternatives are tried in order. The core of a
-# word runs until only suffixes are left (spaCy strips them one by one from the right).
-
-_INFIX = r"\.\.+|\u2026|\p{So}|(?<=[\p{L}0-9])[:<>=](?=\p{L})|(?<=[0-9])\^(?=[0-9\-])"
-# Units split off a number ("2ft" -> 2 ft), lower-cased from spaCy's list.
-_UNITS = _alt(
-    "km m dm cm mm ha \u00b5m nm yd in ft kg g mg \u00b5g t lb oz kmh mph hpa pa mbar mb kb gb tb k"
-)
-_END = rf"(?={_SUFFIXES}\z)"
-# Letters and digits never start a suffix or an infix: only other characters need the look-ahead.
-_CORE = rf"(?:[\p{{L}}\p{{N}}]+|(?!{_INFIX}|{_SUFFIXES}\z)[^\s])+"
-_KEEP = [  # special cases that keep an apostrophe (the normalizer made the first group words)
-    rf"'(?:s|d|ll|re|ve|m|em|bout|cause|cos|coz|cuz|nuff)(?={_END})",
-    rf"(?:doin|goin|havin|lovin|nothin|nuthin|somethin|ol)'(?={_END})",
-    "''",
-]
-_NUMBER = rf"[0-9]+(?={_UNITS}[\u00b2\u00b3]?{_END})"
-# A word of letters only (or digits only) is one token: tried first, as most words are.
-SPACY_RE = "|".join(
-    [r"\p{L}+\z|[0-9]+\z|\s+", *_KEEP, _INFIX, _AFFIX, _PREFIX_ONLY, _NUMBER, _CORE]
-)
-
-
-def _pre_tokenizer() -> pre.PreTokenizer:
-    return pre.Sequence(
-        [
-            pre.Split(Regex(r"[^\S\n]+"), behavior="removed"),
-            pre.Split(Regex(r"\n|" + PUNCT_RUNS), behavior="isolated"),
-            pre.Split(Regex(SPACY_RE), behavior="isolated"),
-        ]
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def _pipeline() -> tuple[normalizers.Normalizer, pre.PreTokenizer]:
-    return _normalizer(), _pre_tokenizer()
-
-
-def pretokenize(text: str) -> list[str]:
-    """The words the BPE sees in ``text`` (normalizer and pre-tokenizer; no vocabulary needed)."""
-    normalizer, pre_tokenizer = _pipeline()
-    return [w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))]
-
-
 def _build(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Tokenizer:
     """A GPT-1 tokenizer over the BPE ``vocab`` (specials included) and ``merges``."""
     tk = Tokenizer(models.BPE(vocab, merges, unk_token=UNK, end_of_word_suffix=EOW))
-    tk.normalizer = _normalizer()
-    tk.pre_tokenizer = _pre_tokenizer()
+    tk.normalizer = normalizer()
+    tk.pre_tokenizer = pre_tokenizer()
     tk.decoder = decoders.BPEDecoder(suffix=EOW)
     return tk
 
@@ -262,6 +66,38 @@ def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
             raise ValueError(f"{path}:{i}: a merge line holds two symbols, got {line!r}")
         merges.append((parts[0], parts[1]))
     return merges
+
+
+#: Texts longer than this are encoded (and learned from) in pieces of about a quarter of it.
+LONG_TEXT = 1 << 16
+
+
+def paragraph_pieces(text: str | Iterable[str], size: int) -> Iterator[str]:
+    """``text`` (or its lines, each with its ``\\n``) in pieces of at least ``size`` characters
+    (the last may be shorter), each cut after the line break that ends one or more blank lines.
+
+    The pieces join to the text. The normalizer and pre-tokenizer take a line break for the
+    start or end of a text, so the pieces' ids, joined, are the text's less the ``\\n</w>`` at
+    each cut (none where only white space follows): ``encode_batch`` puts it back; the corpus
+    and the trainer leave it out (a word of one symbol has no pair to merge).
+    """
+    piece: list[str] = []
+    n, after_blank = 0, False  # after a blank line that follows a line
+    for line in io.StringIO(text) if isinstance(text, str) else text:
+        blank = not line.strip()
+        # a line with text follows the blank lines, or white space that ends the text
+        if after_blank and n >= size and not (blank and line.endswith("\n")):
+            yield "".join(piece)
+            piece, n = [], 0
+        after_blank = blank and bool(piece)
+        piece.append(line)
+        n += len(line)
+    if piece:
+        yield "".join(piece)
+
+
+def _long_text_pieces(text: str) -> list[str]:
+    return list(paragraph_pieces(text, LONG_TEXT // 4)) if len(text) > LONG_TEXT else [text]
 
 
 class GPT1Tokenizer:
@@ -292,8 +128,10 @@ class GPT1Tokenizer:
 
         The vocabulary is ``<unk>``, the base symbols seen (characters, then characters +
         ``</w>``, each in code point order), one token per merge (a merge whose result already
-        exists adds none), then the specials. Files are fed paragraph by paragraph so that line
-        breaks inside them are learned as ``\\n</w>``.
+        exists adds none), then the specials. Files, and texts over ``LONG_TEXT`` characters, are
+        fed in pieces of a few pages cut between paragraphs (``paragraph_pieces``): line breaks
+        inside a piece are learned as ``\\n</w>``; the one at a cut is left out, which changes no
+        merge (a word of one symbol has no pair).
 
         Two passes: the first finds the base symbols, the second learns the merges with those
         symbols numbered in a fixed order. tokenizers' trainer breaks ties between equally
@@ -310,11 +148,12 @@ class GPT1Tokenizer:
             raise FileNotFoundError(f"training files not found: {missing}")
         texts = list(texts or ())  # both passes read it
 
-        def corpus() -> Iterator[str]:  # pieces of at most a few pages, for speed
+        def corpus() -> Iterator[str]:  # pieces of a few pages, for speed
             for p in paths:
-                yield from _paragraph_blocks(p)
+                with p.open(encoding="utf-8") as f:
+                    yield from paragraph_pieces(f, LONG_TEXT // 4)
             for text in texts:
-                yield from _cut_at_line_breaks(text) if len(text) > LONG_TEXT else [text]
+                yield from _long_text_pieces(text)
 
         vocab, _ = cls._train_once(corpus(), [UNK], 0, show_progress)
         base = sorted(set(vocab) - {UNK}, key=lambda t: (t.endswith(EOW), t))
@@ -376,12 +215,10 @@ class GPT1Tokenizer:
     @classmethod
     def from_hub(cls, repo_id: str = HUB_ID, revision: str | None = None) -> GPT1Tokenizer:
         """The released vocabulary from the hub repository's ``vocab.json`` + ``merges.txt``."""
-        from huggingface_hub import hf_hub_download
-
         paths = []
         for name in ("vocab.json", "merges.txt"):
             try:
-                paths.append(hf_hub_download(repo_id, name, revision=revision))
+                paths.append(huggingface_hub.hf_hub_download(repo_id, name, revision=revision))
             except Exception as e:  # offline, unreachable, gated, or missing file
                 raise TokenizerUnavailableError(
                     f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
@@ -461,13 +298,13 @@ class GPT1Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """``encode`` of many texts at once, in parallel in Rust.
 
-        Texts over ``LONG_TEXT`` characters are cut at line breaks and their pieces encoded in
-        parallel (tokenizers' normalizer also slows down on very long strings), then joined by
-        the newline token: the same ids, since a line break is one token.
+        Texts over ``LONG_TEXT`` characters are cut between paragraphs (``paragraph_pieces``)
+        and their pieces encoded in parallel (tokenizers' normalizer also slows down on very long
+        strings), then joined by the newline token: the same ids, as a line break is one token.
         """
         pieces, owners = [], []
         for i, text in enumerate(texts):
-            cut = _cut_at_line_breaks(text) if len(text) > LONG_TEXT else [text]
+            cut = _long_text_pieces(text)
             pieces += cut
             owners += [i] * len(cut)
         encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)  # >= 0.20
@@ -475,7 +312,8 @@ class GPT1Tokenizer:
         newline = self.backend.token_to_id("\n" + EOW)
         newline = self.backend.token_to_id(UNK) if newline is None else newline
         for i, enc in zip(owners, encode(pieces, add_special_tokens=False), strict=True):
-            out[i] += [newline, *enc.ids] if out[i] else enc.ids
+            if enc.ids:  # white space that ends a text is a piece without tokens
+                out[i] += [newline, *enc.ids] if out[i] else enc.ids
         return out
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -488,168 +326,3 @@ class GPT1Tokenizer:
 
     def __repr__(self) -> str:
         return f"GPT1Tokenizer(vocab_size={self.vocab_size}, fingerprint={self.fingerprint()})"
-
-
-#: Texts longer than this are encoded (and learned from) in pieces cut at line breaks.
-LONG_TEXT = 1 << 16
-_LINE_BREAK = re.compile(r"[ \t\r\f\v]*\n[ \t\r\n\f\v]*")
-
-
-def _cut_at_line_breaks(text: str, size: int = LONG_TEXT // 4) -> list[str]:
-    """``text`` in pieces of about ``size`` characters, each cut made at a line break between
-    two lines with text (so each piece has some, and one newline token belongs between them)."""
-    pieces: list[str] = []
-    lines: list[str] = []
-    n, has_text = 0, False
-    for line in _LINE_BREAK.split(text):
-        if has_text and n >= size and line.strip():
-            pieces.append("\n".join(lines))
-            lines, n, has_text = [], 0, False
-        lines.append(line)
-        n += len(line)
-        has_text = has_text or bool(line.strip())
-    return [*pieces, "\n".join(lines)]
-
-
-def _paragraph_blocks(path: Path, min_chars: int = LONG_TEXT // 4) -> Iterator[str]:
-    """The text of ``path`` in pieces of at least ``min_chars``, cut at blank lines."""
-    with path.open(encoding="utf-8") as f:
-        buf: list[str] = []
-        n = 0
-        for line in f:
-            buf.append(line)
-            n += len(line)
-            if n >= min_chars and not line.strip():
-                yield "".join(buf)
-                buf, n = [], 0
-        if buf:
-            yield "".join(buf)
-
-
-# ---------------------------------------------------------------------------------------------
-# The released pipeline, for measurement: ftfy + text_standardize + spaCy + lower-case + BPE.
-
-
-def text_standardize(text: str) -> str:
-    """The released code's punctuation and whitespace standardisation (after ftfy)."""
-    for a, b in _STANDARDIZE:
-        text = text.replace(a, b)
-    text = re.sub(f"({PUNCT_RUNS})", r" \1 ", text)
-    text = re.sub(r"\s*\n\s*", " \n ", text)
-    text = re.sub(r"[^\S\n]+", " ", text)
-    return text.strip()
-
-
-@functools.lru_cache(maxsize=1)
-def _released_front_end():
-    try:
-        import ftfy
-        import spacy
-    except ImportError as e:
-        raise ImportError(
-            'the released preprocessing needs ftfy and spaCy: pip install "gpt1lib[exact]"'
-        ) from e
-    # The released code loaded spaCy's 'en' with everything but the tokenizer disabled; the
-    # blank English pipeline has the same tokenizer rules and needs no model download.
-    return ftfy.fix_text, spacy.blank("en").tokenizer
-
-
-def _bpe(word: str, ranks: dict[tuple[str, str], int]) -> list[str]:
-    """Merge the lowest-ranked adjacent pair everywhere, until no ranked pair is left."""
-    symbols = [*word[:-1], word[-1] + EOW]
-    while len(symbols) > 1:
-        pairs = set(zip(symbols, symbols[1:], strict=False))
-        best = min(pairs, key=lambda p: ranks.get(p, float("inf")))
-        if best not in ranks:
-            break
-        merged, i = [], 0
-        while i < len(symbols):
-            if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                merged.append(symbols[i] + symbols[i + 1])
-                i += 2
-            else:
-                merged.append(symbols[i])
-                i += 1
-        symbols = merged
-    if symbols == ["\n", " " + EOW]:  # spaCy's newline token is "\n " (released special case)
-        symbols = ["\n" + EOW]
-    return " ".join(symbols).split(" ")
-
-
-def released_encode(
-    text: str, encoder: dict[str, int], bpe_ranks: dict[tuple[str, str], int]
-) -> list[int]:
-    """Ids of ``text`` by the released pipeline; unknown symbols map to 0 (``<unk>``)."""
-    fix_text, spacy_tokenizer = _released_front_end()
-    ids: list[int] = []
-    for token in spacy_tokenizer(text_standardize(fix_text(text))):
-        ids += [encoder.get(s, 0) for s in _bpe(token.text.lower(), bpe_ranks)]
-    return ids
-
-
-class ReleasedEncoder:
-    """The released ``TextEncoder`` (ftfy + spaCy + BPE), with a per-word cache."""
-
-    def __init__(self, encoder: dict[str, int], merges: list[tuple[str, str]]) -> None:
-        self.encoder = encoder
-        self.bpe_ranks = {m: i for i, m in enumerate(merges)}
-        self._cache: dict[str, list[str]] = {}
-        _released_front_end()  # fail early if ftfy or spaCy is missing
-
-    @classmethod
-    def from_files(
-        cls, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike
-    ) -> ReleasedEncoder:
-        encoder = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-        return cls(encoder, read_merges(vocab_bpe))
-
-    def tokens(self, text: str) -> list[str]:
-        """The BPE symbols of ``text``."""
-        fix_text, spacy_tokenizer = _released_front_end()
-        out: list[str] = []
-        for token in spacy_tokenizer(text_standardize(fix_text(text))):
-            word = token.text.lower()
-            if word not in self._cache:
-                self._cache[word] = _bpe(word, self.bpe_ranks)
-            out += self._cache[word]
-        return out
-
-    def encode(self, text: str) -> list[int]:
-        return [self.encoder.get(s, 0) for s in self.tokens(text)]
-
-
-class _Encodes(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-
-def agreement(tok: GPT1Tokenizer, reference: _Encodes, texts: Iterable[str]) -> dict:
-    """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``).
-
-    ``identical``: fraction of texts with the same id sequence. ``token_agreement``: the
-    corpus-level difflib ratio 2 M / (N_ours + N_reference), M the tokens in matching blocks of
-    each text's two sequences (1.0 = identical everywhere). ``mismatches``: indices of the texts
-    that differ.
-    """
-    texts = list(texts)
-    if not texts:
-        raise ValueError("agreement needs at least one text")
-    ours = tok.encode_batch(texts)
-    matched = n_ours = n_ref = 0
-    mismatches = []
-    for i, (a, text) in enumerate(zip(ours, texts, strict=True)):
-        b = reference.encode(text)
-        n_ours, n_ref = n_ours + len(a), n_ref + len(b)
-        if a == b:
-            matched += len(a)
-            continue
-        mismatches.append(i)
-        sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-        matched += sum(block.size for block in sm.get_matching_blocks())
-    return {
-        "texts": len(texts),
-        "identical": (len(texts) - len(mismatches)) / len(texts),
-        "token_agreement": 2 * matched / max(1, n_ours + n_ref),
-        "tokens": n_ours,
-        "tokens_reference": n_ref,
-        "mismatches": mismatches,
-    }

@@ -1,18 +1,23 @@
-"""GPT-1's BPE (PAPER.md §2, §6): the released vocabulary, the trainer, and the agreement of the
-tokenizers pipeline with the released ftfy + spaCy one."""
+"""GPT-1's BPE (the paper, §4.1; the released code's TextEncoder): the released vocabulary, the
+trainer, and the agreement of the tokenizers pipeline with the released ftfy + spaCy one."""
 
 import functools
+import io
 import json
 import random
 import shutil
 import string
 import sys
 
+import huggingface_hub
 import pytest
+from huggingface_hub import constants
 
 from gpt1lib import SPECIAL_TOKENS
+from gpt1lib import released_encoder as R
 from gpt1lib import tokenizer as T
-from gpt1lib.tokenizer import GPT1Tokenizer, TokenizerUnavailableError, pretokenize
+from gpt1lib.front_end import pretokenize
+from gpt1lib.tokenizer import GPT1Tokenizer, TokenizerUnavailableError
 
 #: Words whose spaCy tokenization needs one of the normalizer's or pre-tokenizer's rules.
 TRICKY = [
@@ -96,7 +101,7 @@ def test_released_bpe_merges_like_the_released_code(released, bpe_dir):
         "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 14))) for _ in range(2000)
     ]
     for word in words:
-        assert released.tokens(word) == T._bpe(word, ranks), word
+        assert released.tokens(word) == R._bpe(word, ranks), word
     assert released.encode("bachelorette") == [40476]  # the last merge
 
 
@@ -120,9 +125,9 @@ def test_pretokenize_follows_spacy_rules():
 def test_released_pipeline_matches_on_tricky_text():
     pytest.importorskip("ftfy")
     pytest.importorskip("spacy")
-    fix_text, spacy_tokenizer = T._released_front_end()
+    fix_text, spacy_tokenizer = R._released_front_end()
     for text in TRICKY:
-        theirs = [t.text.lower() for t in spacy_tokenizer(T.text_standardize(fix_text(text)))]
+        theirs = [t.text.lower() for t in spacy_tokenizer(R.text_standardize(fix_text(text)))]
         theirs = ["\n" if t.isspace() else t for t in theirs]
         assert pretokenize(text) == theirs, text
 
@@ -135,7 +140,7 @@ def test_contraction_tables_match_spacy():
         if len(orths) < 2 or not word.isascii() or not word[0].isalpha():
             continue
         if word.lower() in {"y'all", "i'ma", "ima", "how'd'y"}:
-            continue  # left out on purpose (rare), see the module docstring
+            continue  # left out on purpose (rare), see gpt1lib.front_end's docstring
         assert pretokenize(word) == [o.lower() for o in orths], word
 
 
@@ -143,8 +148,6 @@ def test_contraction_tables_match_spacy():
 
 
 def test_from_hub_offline_names_the_local_fallback(monkeypatch, tmp_path):
-    from huggingface_hub import constants
-
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # nothing cached
     with pytest.raises(TokenizerUnavailableError, match="from_released"):
@@ -152,8 +155,6 @@ def test_from_hub_offline_names_the_local_fallback(monkeypatch, tmp_path):
 
 
 def test_from_hub_builds_the_released_tokenizer(monkeypatch, tmp_path):
-    import huggingface_hub
-
     (tmp_path / "vocab.json").write_text(
         json.dumps({"<unk>": 0, "a": 1, "b": 2, "a</w>": 3, "b</w>": 4, "ab</w>": 5, "ab": 6})
     )
@@ -174,8 +175,6 @@ def test_from_hub_builds_the_released_tokenizer(monkeypatch, tmp_path):
 
 
 def test_from_hub_with_the_released_files(monkeypatch, tmp_path, bpe_dir, released):
-    import huggingface_hub
-
     shutil.copy(bpe_dir / "encoder_bpe_40000.json", tmp_path / "vocab.json")
     shutil.copy(bpe_dir / "vocab_40000.bpe", tmp_path / "merges.txt")
     monkeypatch.setattr(
@@ -231,14 +230,31 @@ def test_save_load_round_trip(tmp_path):
         assert back.encode_batch([TINY, "lowest news"]) == tok.encode_batch([TINY, "lowest news"])
 
 
-def test_long_texts_are_cut_at_line_breaks_without_changing_ids():
+def test_paragraph_pieces_are_cut_after_blank_lines():
+    text = "a b\nc\n\n \nd e\n\nf\n\n  "
+    cut = ["a b\nc\n\n \n", "d e\n\n", "f\n\n", "  "]  # white space ending the text apart
+    assert list(T.paragraph_pieces(text, 1)) == cut
+    assert list(T.paragraph_pieces(io.StringIO(text), 1)) == cut  # lines, as from a file
+    assert list(T.paragraph_pieces(text, 8)) == [cut[0], cut[1] + cut[2], cut[3]]
+    assert list(T.paragraph_pieces(text, 9)) == [cut[0], "".join(cut[1:])]  # at least 9 each
+    assert list(T.paragraph_pieces(text, 100)) == [text]
+    assert list(T.paragraph_pieces("\n\nx", 1)) == ["\n\n", "x"]
+    assert list(T.paragraph_pieces(" \nx\ny", 1)) == [" \nx\ny"]  # no blank line after a line
+    assert list(T.paragraph_pieces("", 1)) == []
+
+
+def test_long_texts_are_cut_between_paragraphs_without_changing_ids(monkeypatch):
     tok = GPT1Tokenizer.train(texts=[TINY], n_merges=7)
     line = "low newer.\n\u00a0\n  \n\x85\nwider\u2028lowest\r\n\r\nnew low "
     text = "\n \n" + line * (2 * T.LONG_TEXT // len(line)) + "\n\n"
-    assert len(T._cut_at_line_breaks(text)) > 2
+    assert len(T._long_text_pieces(text)) > 2
     whole = tok.backend.encode(text).ids  # one piece: what the pipeline gives without the cut
     assert tok.encode(text) == whole
     assert tok.encode_batch(["low", text, ""]) == [tok.encode("low"), whole, []]
+    monkeypatch.setattr(T, "LONG_TEXT", 8)  # pieces of 2 characters or more
+    for short in ["low\n\nnew\n\n  ", "low\n\nnew\n\n\x85", "\n\n \n\nlow\n\n"]:
+        assert len(T._long_text_pieces(short)) > 1
+        assert tok.encode(short) == tok.backend.encode(short).ids, short
 
 
 def test_train_errors():
@@ -278,29 +294,31 @@ def test_other_errors(tmp_path):
 
 def test_released_pipeline_needs_the_exact_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ftfy", None)  # import ftfy now fails
-    T._released_front_end.cache_clear()
+    R._released_front_end.cache_clear()
     try:
         with pytest.raises(ImportError, match=r"gpt1lib\[exact\]"):
-            T.released_encode("a", {"<unk>": 0}, {})
+            R.ReleasedEncoder({"<unk>": 0}, [])
     finally:
-        T._released_front_end.cache_clear()
+        R._released_front_end.cache_clear()
 
 
 def test_released_encoder_agrees_with_gpt1tokenizer(bpe_dir, released, encoder):
     pytest.importorskip("ftfy")
     pytest.importorskip("spacy")
-    ref = T.ReleasedEncoder.from_files(
+    merges = T.read_merges(bpe_dir / "vocab_40000.bpe")
+    ref = R.ReleasedEncoder.from_files(
         bpe_dir / "encoder_bpe_40000.json", bpe_dir / "vocab_40000.bpe"
     )
     simple = ["the cat sat on the mat.", "it was a dark and stormy night\nand then", "yes"]
     for text in simple:
         assert ref.encode(text) == released.encode(text)
-        assert T.released_encode(text, ref.encoder, ref.bpe_ranks) == ref.encode(text)
+        # the per-word cache changes nothing: a fresh encoder gives the same ids
+        assert R.ReleasedEncoder(ref.encoder, merges).encode(text) == ref.encode(text)
     assert ref.encode("a\nb") == [encoder["a</w>"], encoder["\n</w>"], encoder["b</w>"]]
-    same = T.agreement(released, ref, simple + TRICKY)
+    same = R.agreement(released, ref, simple + TRICKY)
     assert same["identical"] == 1.0 and same["token_agreement"] == 1.0 and not same["mismatches"]
     # a known difference: spaCy keeps "Mr." of "Mr.Smith" (its special-case matcher); we split
-    differ = T.agreement(released, ref, ["Mr.Smith came.", "the cat"])
+    differ = R.agreement(released, ref, ["Mr.Smith came.", "the cat"])
     assert differ["texts"] == 2 and differ["identical"] == 0.5 and differ["mismatches"] == [0]
     assert 0.5 < differ["token_agreement"] < 1.0
     assert (differ["tokens"], differ["tokens_reference"]) == (7, 6)
