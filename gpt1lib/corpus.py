@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checkpoint import atomic_path
 from .tokenizer import LONG_TEXT, paragraph_pieces
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
@@ -159,10 +160,8 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
     tokens = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)
     if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".tmp{os.getpid()}.npy")
-        np.save(tmp, tokens)
-        os.replace(tmp, cache)
+        with atomic_path(cache) as tmp, open(tmp, "wb") as f:
+            np.save(f, tokens)
     return tokens
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import huggingface_hub
 from tokenizers import Tokenizer, decoders, models, trainers
 
+from .checkpoint import atomic_path
 from .front_end import normalizer, pre_tokenizer
 from .model import SPECIAL_TOKENS
 
@@ -244,12 +245,10 @@ class GPT1Tokenizer:
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``folder/tokenizer.json`` (atomically) and return its path."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{TOKENIZER_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(self.backend.to_str(), encoding="utf-8")
-        os.replace(tmp, folder / TOKENIZER_FILE)
-        return folder / TOKENIZER_FILE
+        path = Path(folder) / TOKENIZER_FILE
+        with atomic_path(path) as tmp:
+            tmp.write_text(self.backend.to_str(), encoding="utf-8")
+        return path
 
     # --- vocabulary ---------------------------------------------------------------------------
 
