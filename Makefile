@@ -32,7 +32,7 @@ DATA ?= ../shared/data
 CORPUS ?= $(DATA)/corpus/gutenberg_novels
 FORCE ?=
 record: install
-	$(PYTHON) -m gpt1lib.record --scale $(SCALE) --source $(abspath $(DATA)) \
+	$(PYTHON) -m gpt1lib.reproduce --scale $(SCALE) --source $(abspath $(DATA)) \
 		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) --book
 
 lint:

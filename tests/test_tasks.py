@@ -1,4 +1,4 @@
-"""The task registry of PAPER.md §3 (Table 1) and its readers: fixtures, official layouts, the
+"""The task registry of the paper's Table 1 and its readers: fixtures, official layouts, the
 hub mapping, the row counts of the shared data, and every bad-input error."""
 
 import gzip

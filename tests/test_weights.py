@@ -1,4 +1,4 @@
-"""Parity with transformers' OpenAIGPT and the three weight layouts of PAPER.md §6."""
+"""Parity with transformers' OpenAIGPT and the three layouts of the released weights."""
 
 import json
 
