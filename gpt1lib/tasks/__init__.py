@@ -1,24 +1,20 @@
 """The twelve data sets of Table 1 (§4.2) and DPRD (§5): one registry, their readers, metrics.
 
-Every task is a ``TaskSpec`` (``registry.py``): its family (which §3.3 input transformation it
-takes), label names, metrics, the split the paper reports and the split a local reproduction
-compares on (GLUE test labels are not public, so GLUE tasks compare on dev and say so), its hub
-copy and its official file layout. ``load_examples`` turns any source of a task's data into a
-list of ``Example`` (``readers.py``):
+Every task is a ``TaskSpec`` (``registry.py``): its §3.3 family, labels, metrics, the split the
+paper reports and the split compared on here (GLUE test labels are not public, so GLUE tasks compare
+on dev and say so), its hub copy and its official file layout. ``load_examples`` (``readers.py``)
+reads a split from ``"fixture"`` (small files written for this project in each data set's official
+layout under ``gpt1lib/fixtures/tasks``: offline, for smoke runs and tests), ``"hub"``
+(``datasets.load_dataset`` on the hub id: parquet, no loading script), or a folder (or one file) in
+the official layout: the GLUE TSV folders, the MultiNLI and SNLI jsonl releases, SciTail's
+``tsv_format`` or the CSV copy in shared/data, RACE as ``{train,dev,test}/{middle,high}/*.txt`` or
+one passage per line in ``{split}.jsonl(.gz)``, the Story Cloze 2016 CSV files, DPRD's original
+``train.c.txt`` / ``test.c.txt``.
 
-* ``"fixture"``: small files written for this project, in each data set's official layout, under
-  ``gpt1lib/fixtures/tasks`` (always at hand, offline; smoke runs and tests);
-* ``"hub"``: ``datasets.load_dataset`` on the registry's hub id (parquet, no loading script);
-* a folder (or one file) in the data set's official layout: the GLUE TSV folders, the MultiNLI
-  and SNLI jsonl releases, SciTail's ``tsv_format`` or the CSV copy in shared/data, RACE as
-  ``{train,dev,test}/{middle,high}/*.txt`` or one passage per line in ``{split}.jsonl(.gz)``,
-  the Story Cloze 2016 CSV files, DPRD's original ``train.c.txt`` / ``test.c.txt``.
-
-Splits are always called ``train``, ``dev`` and ``test``; each layout's own file names are mapped
-in the registry (``describe_source`` names the file a split is read from). Bad data raises an
-error that names the file, the row and the fix; nothing is skipped silently except what the data
-sets' own conventions drop (MultiNLI/SNLI pairs without a gold label, gold_label ``-``, as GLUE
-does). ``compute_metrics`` scores predictions with a task's metrics.
+Splits are always ``train``, ``dev`` and ``test`` (``describe_source`` names the file one is read
+from). Bad data raises an error that names the file, the row and the fix; nothing is skipped
+silently except what the data sets' own conventions drop (MultiNLI/SNLI pairs without a gold label,
+gold_label ``-``, as GLUE does). ``compute_metrics`` scores predictions with a task's metrics.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from .metrics import compute_metrics
-from .readers import find, read, read_hub
+from .readers import find, read
 from .registry import (
     FIXTURES,
     SPLITS,
@@ -37,6 +32,7 @@ from .registry import (
     HubSource,
     TaskDataUnavailableError,
     TaskSpec,
+    compute_metrics,
     get_task,
 )
 
@@ -47,9 +43,9 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _spec_and_split(task: str | TaskSpec, split: str) -> TaskSpec:
+def _spec(task: str | TaskSpec, split: str | None = None) -> TaskSpec:
     spec = task if isinstance(task, TaskSpec) else get_task(task)
-    if split not in spec.splits:
+    if split is not None and split not in spec.splits:
         raise ValueError(f"{spec.title} has no split {split!r}; it has {list(spec.splits)}")
     return spec
 
@@ -58,7 +54,7 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
     """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
     evaluation split is missing there, e.g. Story Cloze without its files, or QQP without a dev
     file), or None when both load."""
-    spec = task if isinstance(task, TaskSpec) else get_task(task)
+    spec = _spec(task)
     try:
         for split in dict.fromkeys(("train", spec.eval_split)):
             load_examples(spec, split, source, limit=1)
@@ -67,19 +63,14 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
     return None
 
 
-def _source_path(spec: TaskSpec, split: str, source: str | Path) -> Path:
-    root = FIXTURES if isinstance(source, str) and source == "fixture" else Path(source)
-    return find(spec, split, root)
-
-
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
     """The file (or hub split) that ``load_examples(task, split, source)`` reads."""
-    spec = _spec_and_split(task, split)
-    if isinstance(source, str) and source == "hub":
-        if spec.hub is None:
-            return f"no hub copy ({spec.manual})"
-        return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
-    return str(_source_path(spec, split, source))
+    spec = _spec(task, split)
+    if source != "hub":
+        return str(find(spec, split, source))
+    if spec.hub is None:
+        return f"no hub copy ({spec.manual})"
+    return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
 
 
 def subsample(examples: list[Example], limit: int | None, seed: int = 0) -> list[Example]:
@@ -105,9 +96,4 @@ def load_examples(
     hub id through ``datasets``), or a folder in the data set's official layout (or the one file
     to read). ``limit`` keeps that many examples, drawn with ``seed``, in file order.
     """
-    spec = _spec_and_split(task, split)
-    if isinstance(source, str) and source == "hub":
-        examples = read_hub(spec, split)
-    else:
-        examples = read(spec, split, _source_path(spec, split, source))
-    return subsample(examples, limit, seed)
+    return subsample(read(_spec(task, split), split, source), limit, seed)

@@ -1,11 +1,13 @@
 """The task registry: one ``TaskSpec`` per task, holding what it is, how it is scored, where its
-data is on the hub, and how its official files are laid out and read."""
+data is on the hub, and how its official files are laid out and read; ``compute_metrics``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+import numpy as np
 
 Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
 SPLITS = ("train", "dev", "test")
@@ -48,13 +50,10 @@ class HubSource:
 
     def split(self, name: str) -> str:
         """The hub's name for our split ``name``."""
-        for ours, theirs in self.splits:
-            if ours == name:
-                return theirs
-        raise ValueError(
-            f"{self.repo} ({self.config}) has no {name!r} split; it has "
-            f"{[ours for ours, _ in self.splits]}"
-        )
+        if name not in dict(self.splits):
+            ours = [ours for ours, _ in self.splits]
+            raise ValueError(f"{self.repo} ({self.config}) has no {name!r} split; it has {ours}")
+        return dict(self.splits)[name]
 
 
 @dataclass(frozen=True)
@@ -109,40 +108,35 @@ def _glue_hub(config: str, texts: tuple[str, ...], dev: str = "validation", test
     return _hub("nyu-mll/glue", config, texts, splits=splits, unlabeled=(test,))
 
 
+def _glue_folders(folder: str) -> tuple[str, ...]:
+    return ("", folder, f"glue/{folder}", f"glue_data/{folder}")
+
+
+def _jsonl(*stems: str) -> tuple[str, ...]:
+    return tuple(f"{stem}.jsonl{gz}" for stem in stems for gz in ("", ".gz"))
+
+
 def _glue(
     name, title, family, labels, *, folder, texts, columns, note, table="4", train=(), test=(), **kw
 ) -> TaskSpec:
     """A GLUE task, compared on dev: the hub's ``texts`` columns, the TSV ``columns`` of
     ``folder`` (``train`` / ``test``: file names tried after train.tsv / before test.tsv)."""
     return TaskSpec(
-        name=name,
-        title=title,
-        family=family,
-        labels=labels,
-        split_note=_GLUE_NOTE.format(table) + note,
-        hub=_glue_hub(name, texts),
-        paper_table=table,
-        folders=("", folder, f"glue/{folder}", f"glue_data/{folder}"),
-        files=(
-            ("train", ("train.tsv", *train)),
-            ("dev", ("dev.tsv",)),
-            ("test", (*test, "test.tsv")),
-        ),
-        columns=columns,
-        **kw,
-    )
+        name, title, family, labels, split_note=_GLUE_NOTE.format(table) + note,
+        hub=_glue_hub(name, texts), paper_table=table, folders=_glue_folders(folder),
+        files=(("train", ("train.tsv", *train)), ("dev", ("dev.tsv",)),
+               ("test", (*test, "test.tsv"))), columns=columns, **kw,
+    )  # fmt: skip
 
 
 def _mnli(name: str, title: str, which: str, note: str) -> TaskSpec:
     return TaskSpec(
         name, title, "entailment", _NLI, split_note=_GLUE_NOTE.format(2) + note, paper_table="2",
         hub=_glue_hub("mnli", ("premise", "hypothesis"), f"validation_{which}", f"test_{which}"),
-        folders=("", "MNLI", "glue/MNLI", "glue_data/MNLI", "multinli_1.0"),
+        folders=(*_glue_folders("MNLI"), "multinli_1.0"),
         files=(
-            ("train", ("multinli_1.0_train.jsonl", "multinli_1.0_train.jsonl.gz", "train.tsv",
-                       "train_subset_*")),
-            ("dev", (f"multinli_1.0_dev_{which}.jsonl", f"multinli_1.0_dev_{which}.jsonl.gz",
-                     f"dev_{which}.jsonl", f"dev_{which}.jsonl.gz", f"dev_{which}.tsv")),
+            ("train", (*_jsonl("multinli_1.0_train"), "train.tsv", "train_subset_*")),
+            ("dev", (*_jsonl(f"multinli_1.0_dev_{which}", f"dev_{which}"), f"dev_{which}.tsv")),
             ("test", (f"test_{which}.tsv",)),
         ),
         columns=_NLI_COLUMNS, no_gold=True,
@@ -156,8 +150,7 @@ def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str
         "model selection). Origin (middle/high school) comes from the passage id (jsonl) or the "
         f"folder (official). {note}",
         hub=_hub("ehovy/race", config, ("article", "question"), "answer", answers="options"),
-        folders=("", "race", "RACE"),
-        files=tuple((s, (f"{s}.jsonl", f"{s}.jsonl.gz", f"{s}/")) for s in SPLITS),
+        folders=("", "race", "RACE"), files=tuple((s, (*_jsonl(s), f"{s}/")) for s in SPLITS),
         reader="race", race_levels=levels,
     )  # fmt: skip
 
@@ -190,9 +183,8 @@ TASKS: dict[str, TaskSpec] = {
             hub=_hub("stanfordnlp/snli", "plain_text", ("premise", "hypothesis")),
             folders=("", "snli", "snli_1.0"),
             files=tuple(
-                (s, (f"snli_1.0_{s}.jsonl", f"snli_1.0_{s}.jsonl.gz", f"{s}.jsonl",
-                     f"{s}.jsonl.gz", f"snli_1.0_{s}.txt", *(_SUBSETS if s == "train" else ())))
-                for s in SPLITS
+                (s, (*_jsonl(f"snli_1.0_{s}", s), f"snli_1.0_{s}.txt",
+                     *(_SUBSETS if s == "train" else ()))) for s in SPLITS
             ),
             columns=_NLI_COLUMNS, no_gold=True,
         ),
@@ -211,8 +203,7 @@ TASKS: dict[str, TaskSpec] = {
             "'not_entailment' is SciTail's 'neutral'. SciTail train and an untokenized dev are "
             "not in the shared data (the hub's tsv_format has them).",
             # the hub's label is the string "entails" / "neutral", as in tsv_format
-            hub=_hub("allenai/scitail", "tsv_format", ("premise", "hypothesis")),
-            paper_table="2",
+            hub=_hub("allenai/scitail", "tsv_format", ("premise", "hypothesis")), paper_table="2",
             folders=("", "scitail", "tsv_format", "SciTailV1.1/tsv_format", "scitail/tsv_format"),
             files=tuple((s, (f"scitail_1.0_{s}.tsv", f"{s}.tsv", f"{s}.csv")) for s in SPLITS),
             columns=(("premise",), ("hypothesis",), ("label",)),
@@ -274,9 +265,24 @@ TASKS: dict[str, TaskSpec] = {
 def get_task(name: str) -> TaskSpec:
     """The task registered as ``name`` (the key, or the paper's title such as ``"MNLI-m"``)."""
     key = name.strip().lower()
-    if key in TASKS:
-        return TASKS[key]
-    for spec in TASKS.values():
-        if spec.title.lower() == key:
-            return spec
-    raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    spec = TASKS.get(key) or next((t for t in TASKS.values() if t.title.lower() == key), None)
+    if spec is None:
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return spec
+
+
+def compute_metrics(
+    task: TaskSpec, predictions: np.ndarray, labels: np.ndarray
+) -> dict[str, float]:
+    """The task's metrics (scikit-learn and scipy), as percentages like the paper's."""
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    fns = {
+        "accuracy": lambda: accuracy_score(labels, predictions),
+        "matthews": lambda: matthews_corrcoef(labels, predictions),
+        "f1": lambda: f1_score(labels, predictions),
+        "pearson": lambda: pearsonr(predictions, labels)[0],
+        "spearman": lambda: spearmanr(predictions, labels)[0],
+    }
+    return {m: 100.0 * float(fns[m]()) for m in task.metrics}
