@@ -39,7 +39,7 @@ from .registry import (
 __all__ = [
     "FIXTURES", "SPLITS", "TASKS", "Example", "Family", "HubSource", "TaskDataUnavailableError",
     "TaskSpec", "compute_metrics", "describe_source", "get_task", "load_examples", "subsample",
-    "unavailable",
+    "task_names", "unavailable",
 ]  # fmt: skip
 
 
@@ -48,6 +48,15 @@ def _spec(task: str | TaskSpec, split: str | None = None) -> TaskSpec:
     if split is not None and split not in spec.splits:
         raise ValueError(f"{spec.title} has no split {split!r}; it has {list(spec.splits)}")
     return spec
+
+
+def task_names(tasks: str | list[str] | tuple[str, ...]) -> list[str]:
+    """``tasks`` as a list of registry names: one name alone (papermill's ``-p tasks rte``) is a
+    list of one; an unknown name is an error that lists the known ones."""
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
+    if not names:
+        raise ValueError("tasks is empty: name at least one task, e.g. ['rte']")
+    return [get_task(n).name for n in names]
 
 
 def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | None:
