@@ -41,11 +41,6 @@ class Documents:
         return sum(len(t.encode("utf-8")) for t in self.texts)
 
 
-def _split_file(path: Path, doc_separator: str | None) -> list[str]:
-    text = path.read_text(encoding="utf-8")
-    return [d for d in text.split(doc_separator) if d.strip()] if doc_separator else [text]
-
-
 def _local_split(root: Path, split: str) -> list[Path]:
     """The files of ``split`` under ``root``: a ``split`` subfolder or ``split.txt``."""
     names = _VALID_NAMES if split in _VALID_NAMES else {split}
@@ -70,9 +65,7 @@ def load_documents(
     gives that part; any other file or folder is the "train" part (hold documents out with
     ``split_documents``). ``doc_separator`` cuts a file into documents.
     """
-    if str(source) == "fixture":
-        source = FIXTURE
-    path = Path(source)
+    path = FIXTURE if str(source) == "fixture" else Path(source)
     if path.exists():
         if path.is_file():
             files = [path] if split == "train" else []
@@ -86,7 +79,9 @@ def load_documents(
                 "(or pass a file or a flat folder of .txt files as the train part and hold out "
                 "documents with split_documents)"
             )
-        texts = [d for f in files for d in _split_file(f, doc_separator)]
+        texts = [f.read_text(encoding="utf-8") for f in files]
+        if doc_separator:
+            texts = [d for t in texts for d in t.split(doc_separator) if d.strip()]
         desc = f"{path} ({split}: {len(files)} file{'s' * (len(files) != 1)})"
     else:
         texts, desc = _hub_documents(str(source), split, text_field, limit)

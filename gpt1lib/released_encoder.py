@@ -58,14 +58,12 @@ def _bpe(word: str, ranks: dict[tuple[str, str], int]) -> list[str]:
         best = min(pairs, key=lambda p: ranks.get(p, float("inf")))
         if best not in ranks:
             break
-        merged, i = [], 0
-        while i < len(symbols):
-            if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                merged.append(symbols[i] + symbols[i + 1])
-                i += 2
+        merged: list[str] = []
+        for s in symbols:  # left to right; a merged symbol is never the pair's first again
+            if merged and (merged[-1], s) == best:
+                merged[-1] += s
             else:
-                merged.append(symbols[i])
-                i += 1
+                merged.append(s)
         symbols = merged
     if symbols == ["\n", " " + EOW]:  # spaCy's newline token is "\n " (released special case)
         symbols = ["\n" + EOW]

@@ -4,10 +4,8 @@ text cleaned with ftfy, its punctuation and white space standardised, and split 
 The released vocabulary has 40,478 tokens (``<unk>``, 476 base symbols, the merges,
 ``\\n</w>``), then the three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
 ``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy),
-with the released code's front end (ftfy, text_standardize, spaCy, lower-case) rewritten as its
-normalizer and pre-tokenizer (``gpt1lib.front_end``). It gives the released code's ids for all
-but rare text: ``gpt1lib.released_encoder`` runs the released pipeline and measures the
-difference.
+with the released front end rewritten as its normalizer and pre-tokenizer (``gpt1lib.front_end``).
+It gives the released code's ids for all but rare text (``gpt1lib.released_encoder`` measures it).
 """
 
 from __future__ import annotations
@@ -19,14 +17,13 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-import huggingface_hub
 from tokenizers import Tokenizer, decoders, models, trainers
 
 from .checkpoint import atomic_path
 from .front_end import normalizer, pre_tokenizer
 from .model import SPECIAL_TOKENS
+from .weights import HUB_ID, hub_files
 
-HUB_ID = "openai-community/openai-gpt"
 UNK = "<unk>"
 EOW = "</w>"  # end-of-word suffix of the last symbol of every word
 TOKENIZER_FILE = "tokenizer.json"
@@ -130,9 +127,7 @@ class GPT1Tokenizer:
         The vocabulary is ``<unk>``, the base symbols seen (characters, then characters +
         ``</w>``, each in code point order), one token per merge (a merge whose result already
         exists adds none), then the specials. Files, and texts over ``LONG_TEXT`` characters, are
-        fed in pieces of a few pages cut between paragraphs (``paragraph_pieces``): line breaks
-        inside a piece are learned as ``\\n</w>``; the one at a cut is left out, which changes no
-        merge (a word of one symbol has no pair).
+        fed in pieces of a few pages (``paragraph_pieces``).
 
         Two passes: the first finds the base symbols, the second learns the merges with those
         symbols numbered in a fixed order. tokenizers' trainer breaks ties between equally
@@ -149,7 +144,7 @@ class GPT1Tokenizer:
             raise FileNotFoundError(f"training files not found: {missing}")
         texts = list(texts or ())  # both passes read it
 
-        def corpus() -> Iterator[str]:  # pieces of a few pages, for speed
+        def corpus() -> Iterator[str]:
             for p in paths:
                 with p.open(encoding="utf-8") as f:
                     yield from paragraph_pieces(f, LONG_TEXT // 4)
@@ -216,19 +211,17 @@ class GPT1Tokenizer:
     @classmethod
     def from_hub(cls, repo_id: str = HUB_ID, revision: str | None = None) -> GPT1Tokenizer:
         """The released vocabulary from the hub repository's ``vocab.json`` + ``merges.txt``."""
-        paths = []
-        for name in ("vocab.json", "merges.txt"):
-            try:
-                paths.append(huggingface_hub.hf_hub_download(repo_id, name, revision=revision))
-            except Exception as e:  # offline, unreachable, gated, or missing file
-                raise TokenizerUnavailableError(
-                    f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
-                    f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')})"
-                    ". Point at a local copy instead: GPT1Tokenizer.from_released("
-                    "'encoder_bpe_40000.json', 'vocab_40000.bpe') (the hub's vocab.json and "
-                    "merges.txt work the same)"
-                ) from e
-        return cls.from_released(*paths)
+        return cls.from_released(
+            *hub_files(
+                repo_id,
+                ("vocab.json", "merges.txt"),
+                revision,
+                TokenizerUnavailableError,
+                "Point at a local copy instead: GPT1Tokenizer.from_released("
+                "'encoder_bpe_40000.json', 'vocab_40000.bpe') (the hub's vocab.json and "
+                "merges.txt work the same)",
+            )
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> GPT1Tokenizer:
@@ -295,22 +288,19 @@ class GPT1Tokenizer:
         return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """``encode`` of many texts at once, in parallel in Rust.
-
-        Texts over ``LONG_TEXT`` characters are cut between paragraphs (``paragraph_pieces``)
-        and their pieces encoded in parallel (tokenizers' normalizer also slows down on very long
-        strings), then joined by the newline token: the same ids, as a line break is one token.
-        """
+        """``encode`` of many texts at once, in parallel in Rust. Texts over ``LONG_TEXT``
+        characters are encoded in pieces (``paragraph_pieces``; tokenizers' normalizer slows down
+        on very long strings), joined by the newline token they lack: the text's ids."""
         pieces, owners = [], []
         for i, text in enumerate(texts):
             cut = _long_text_pieces(text)
             pieces += cut
             owners += [i] * len(cut)
-        encode = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)  # >= 0.20
         out: list[list[int]] = [[] for _ in texts]
         newline = self.backend.token_to_id("\n" + EOW)
         newline = self.backend.token_to_id(UNK) if newline is None else newline
-        for i, enc in zip(owners, encode(pieces, add_special_tokens=False), strict=True):
+        encodings = self.backend.encode_batch_fast(pieces, add_special_tokens=False)
+        for i, enc in zip(owners, encodings, strict=True):
             if enc.ids:  # white space that ends a text is a piece without tokens
                 out[i] += [newline, *enc.ids] if out[i] else enc.ids
         return out

@@ -20,9 +20,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import huggingface_hub
 import numpy as np
 import torch
-from huggingface_hub import hf_hub_download
 from safetensors.torch import load_file, save_file
 
 from .checkpoint import atomic_path
@@ -31,19 +31,10 @@ from .model import GPT, GPTConfig
 HUB_ID = "openai-community/openai-gpt"
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 #: Per-block arrays of the original release, in the order of ``params_shapes.json``.
-_ORIGINAL_BLOCK = (
-    "attn.c_attn.weight",
-    "attn.c_attn.bias",
-    "attn.c_proj.weight",
-    "attn.c_proj.bias",
-    "ln_1.weight",
-    "ln_1.bias",
-    "mlp.c_fc.weight",
-    "mlp.c_fc.bias",
-    "mlp.c_proj.weight",
-    "mlp.c_proj.bias",
-    "ln_2.weight",
-    "ln_2.bias",
+_ORIGINAL_BLOCK = tuple(
+    f"{module}.{kind}"
+    for module in ("attn.c_attn", "attn.c_proj", "ln_1", "mlp.c_fc", "mlp.c_proj", "ln_2")
+    for kind in ("weight", "bias")
 )
 
 
@@ -55,6 +46,10 @@ class WeightsUnavailableError(RuntimeError):
     """The weights could not be fetched (hub unreachable or files missing)."""
 
 
+#: GPTConfig fields that config.json stores under the same name.
+_SIZES, _DROPOUTS = ("n_layer", "n_head", "n_embd"), ("embd_pdrop", "attn_pdrop", "resid_pdrop")
+
+
 def config_from_hf(hf: dict) -> GPTConfig:
     """GPTConfig from a transformers ``config.json`` dictionary."""
     if hf.get("afn", "gelu") != "gelu":
@@ -64,12 +59,8 @@ def config_from_hf(hf: dict) -> GPTConfig:
         vocab_size=int(hf["vocab_size"]) - n_special,
         n_special=n_special,
         n_ctx=int(hf.get("n_positions", hf.get("n_ctx", 512))),
-        n_layer=int(hf["n_layer"]),
-        n_head=int(hf["n_head"]),
-        n_embd=int(hf["n_embd"]),
-        embd_pdrop=float(hf.get("embd_pdrop", 0.1)),
-        attn_pdrop=float(hf.get("attn_pdrop", 0.1)),
-        resid_pdrop=float(hf.get("resid_pdrop", 0.1)),
+        **{k: int(hf[k]) for k in _SIZES},
+        **{k: float(hf.get(k, 0.1)) for k in _DROPOUTS},
         layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
     )
 
@@ -82,12 +73,7 @@ def config_to_hf(cfg: GPTConfig) -> dict:
         "afn": "gelu",
         "vocab_size": cfg.n_tokens,
         "n_positions": cfg.n_ctx,
-        "n_layer": cfg.n_layer,
-        "n_head": cfg.n_head,
-        "n_embd": cfg.n_embd,
-        "embd_pdrop": cfg.embd_pdrop,
-        "attn_pdrop": cfg.attn_pdrop,
-        "resid_pdrop": cfg.resid_pdrop,
+        **{k: getattr(cfg, k) for k in _SIZES + _DROPOUTS},
         "layer_norm_epsilon": cfg.layer_norm_eps,
         "initializer_range": 0.02,
         "tie_word_embeddings": True,
@@ -114,37 +100,33 @@ def load_state_dict_hf(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
         for k, t in mapped.items()
         if t.shape != ours[k].shape
     ]
-    if missing or unexpected or shapes:
-        parts = [
-            f"{name} ({len(v)}): " + ", ".join(v)
-            for name, v in (
-                ("missing", missing),
-                ("unexpected", unexpected),
-                ("wrong shape", shapes),
-            )
-            if v
-        ]
+    problems = {"missing": missing, "unexpected": unexpected, "wrong shape": shapes}
+    parts = [f"{name} ({len(v)}): " + ", ".join(v) for name, v in problems.items() if v]
+    if parts:
         raise WeightsMismatchError(
             "checkpoint does not fit the model (check the config: vocab_size, n_special, n_ctx, "
             "n_layer, n_embd):\n  " + "\n  ".join(parts)
         )
-    with torch.no_grad():
-        for k, t in mapped.items():
-            ours[k].copy_(t)
+    model.load_state_dict(mapped)
     return model
 
 
-def _hub_file(repo_id: str, filename: str, revision: str | None) -> Path:
-
-    try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
-    except Exception as e:  # offline, unreachable, gated, or missing file
-        raise WeightsUnavailableError(
-            f"could not get {filename!r} of {repo_id!r} from the Hugging Face hub "
-            f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
-            "Download config.json and model.safetensors of that repository on a machine that "
-            "reaches the hub and pass their folder: load_pretrained('/path/to/openai-gpt')"
-        ) from e
+def hub_files(
+    repo_id: str, names: tuple[str, ...], revision: str | None, error: type[Exception], local: str
+) -> list[Path]:
+    """The files ``names`` of the hub repository ``repo_id``; if one cannot be had, ``error``
+    with ``local``, which says how to use a local copy instead."""
+    paths = []
+    for name in names:
+        try:
+            paths.append(Path(huggingface_hub.hf_hub_download(repo_id, name, revision=revision)))
+        except Exception as e:  # offline, unreachable, gated, or missing file
+            raise error(
+                f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
+                f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
+                + local
+            ) from e
+    return paths
 
 
 def load_pretrained(
@@ -167,8 +149,14 @@ def load_pretrained(
     elif os.path.exists(source):
         raise WeightsUnavailableError(f"{source} is a file; pass the folder that holds it")
     else:
-        config_path = _hub_file(str(source), "config.json", revision)
-        weights_path = _hub_file(str(source), "model.safetensors", revision)
+        config_path, weights_path = hub_files(
+            str(source),
+            ("config.json", "model.safetensors"),
+            revision,
+            WeightsUnavailableError,
+            "Download config.json and model.safetensors of that repository on a machine that "
+            "reaches the hub and pass their folder: load_pretrained('/path/to/openai-gpt')",
+        )
     cfg = replace(config_from_hf(json.loads(config_path.read_text())), **config_overrides)
     return load_state_dict_hf(GPT(cfg), load_file(str(weights_path)))
 
@@ -192,13 +180,13 @@ def original_shapes(cfg: GPTConfig) -> list[tuple[str, tuple[int, ...]]]:
     """Names and shapes of the original release's arrays, in ``params_shapes.json`` order."""
     d = cfg.n_embd
     out = [("positions_embed.weight", (cfg.n_ctx, d)), ("tokens_embed.weight", (cfg.vocab_size, d))]
-    widths = {"attn.c_attn": 3 * d, "attn.c_proj": d, "mlp.c_fc": 4 * d, "mlp.c_proj": d}
+    conv = {"attn.c_attn": (d, 3 * d), "attn.c_proj": (d, d), "mlp.c_fc": (d, 4 * d)}
+    conv["mlp.c_proj"] = (4 * d, d)  # (in, out)
     for i in range(cfg.n_layer):
         for name in _ORIGINAL_BLOCK:
             module, kind = name.rsplit(".", 1)
-            if module in widths:  # Conv1D: weight [1, in, out], bias [out]
-                n_in = 4 * d if module == "mlp.c_proj" else d
-                shape = (1, n_in, widths[module]) if kind == "weight" else (widths[module],)
+            if module in conv:  # Conv1D: weight [1, in, out], bias [out]
+                shape = (1, *conv[module]) if kind == "weight" else conv[module][1:]
             else:  # LayerNorm gain and bias
                 shape = (d,)
             out.append((f"h.{i}.{name}", shape))
@@ -243,14 +231,13 @@ def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_
         )
     fields = {"vocab_size": vocab, "n_ctx": n_pos, "n_layer": n_layer, "n_embd": n_embd}
     cfg = GPTConfig(**{**fields, **config_overrides})
-    tensors = {"positions_embed.weight": arrays[0], "tokens_embed.weight": arrays[1]}
-    for i in range(n_layer):
-        for j, name in enumerate(_ORIGINAL_BLOCK):
-            a = arrays[2 + i * len(_ORIGINAL_BLOCK) + j]
-            tensors[f"h.{i}.{name}"] = a.reshape(a.shape[-2:]) if a.ndim == 3 else a  # Conv1D w
-    model = load_state_dict_hf(
-        GPT(cfg), {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}
-    )
+    names = ["positions_embed.weight", "tokens_embed.weight"]
+    names += [f"h.{i}.{name}" for i in range(n_layer) for name in _ORIGINAL_BLOCK]
+    tensors = {  # Conv1D weights lose the leading 1 of [1, in, out]
+        k: torch.from_numpy(np.ascontiguousarray(a.reshape(a.shape[-2:]) if a.ndim == 3 else a))
+        for k, a in zip(names, arrays, strict=True)
+    }
+    model = load_state_dict_hf(GPT(cfg), tensors)
     if n_ctx is not None and n_ctx < n_pos:  # the released code kept only the first n_ctx rows
         model = truncate_context(model, n_ctx)
     return model
