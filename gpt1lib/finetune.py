@@ -222,7 +222,7 @@ def predict(
     was = model.training
     model.eval()
     out: list = [None] * len(items)
-    for b in batches(items, batch_size, None, length_grouped=True):
+    for b in batches(items, batch_size, None):
         batch = collate([items[i] for i in b]).to(device)
         with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
             scores = model(batch, lm=False)[0].float().cpu()
@@ -279,12 +279,14 @@ def _check_examples(task: TaskSpec, train, evals: dict) -> None:
             )
 
 
-def _epoch(net, model, opt, items, order, cfg, step, total, device, bf16, bar) -> torch.Tensor:
-    """One pass over ``items`` in the batches ``order``; returns the summed loss."""
+def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) -> float:
+    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss."""
+    model.train()
+    order = batches(items, cfg.batch_size, rng)
     loss_sum = torch.zeros((), device=device)
-    for i, b in enumerate(order):
+    for step, b in enumerate(order, start=(epoch - 1) * len(order) + 1):
         batch = collate([items[j] for j in b]).to(device, non_blocking=True)
-        lr = cfg.lr * warmup_linear((step + i + 1) / total, cfg.warmup)
+        lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
 
         def losses(batch=batch):
             with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
@@ -293,7 +295,7 @@ def _epoch(net, model, opt, items, order, cfg, step, total, device, bf16, bar) -
 
         loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip)
         bar.update(1)
-    return loss_sum
+    return loss_sum.item() / len(order)
 
 
 def finetune(
@@ -331,8 +333,7 @@ def finetune(
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     rng = random.Random(cfg.seed)
-    steps_per_epoch = math.ceil(len(train_items) / cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
+    total = math.ceil(len(train_items) / cfg.batch_size) * cfg.epochs
     model_cfg = asdict(model.transformer.config)
     base = {
         "experiment": cfg.experiment,
@@ -347,12 +348,8 @@ def finetune(
     main_split, key = next(iter(evals)), task.metrics[0]
     bar = tqdm(total=total, disable=not progress, desc=f"{task.name}", unit="step")
     for epoch in range(1, cfg.epochs + 1):
-        model.train()
         t0 = time.perf_counter()
-        order = batches(train_items, cfg.batch_size, rng)
-        step = (epoch - 1) * steps_per_epoch
-        loss = _epoch(net, model, opt, train_items, order, cfg, step, total, device, bf16, bar)
-        train_loss = loss.item() / steps_per_epoch
+        train_loss = _epoch(net, model, opt, train_items, rng, cfg, epoch, total, device, bf16, bar)
         train_time += time.perf_counter() - t0
         bar.set_postfix(loss=f"{train_loss:.3f}")
         epoch_metrics = {"train_loss": {"loss": train_loss}}

@@ -133,18 +133,13 @@ def ablation_table(records):
     mean of the cells present, with their count in "n".
     """
     cols = [TASKS[t].title for t in TABLE5_TASKS]
-    rows = {}
-    for method, values in PAPER_TABLE5.items():
-        rows[f"paper: {method}"] = dict(zip(cols, values, strict=True)) | {
-            "Avg": PAPER_TABLE5_AVG[method],
-            "n": len(values),
-        }
+    rows = {f"paper: {m}": [*v, PAPER_TABLE5_AVG[m], len(v)] for m, v in PAPER_TABLE5.items()}
     got = final_metrics(records, tuple(ABLATIONS.values()))
     for method, exp in ABLATIONS.items():
         for run, g in got[got.experiment == exp].groupby("run", sort=False):
             values = dict(zip(g.task, g.value, strict=True))
-            row = {TASKS[t].title: values.get(t, float("nan")) for t in TABLE5_TASKS}
-            present = [v for v in row.values() if v == v]
+            row = [values.get(t, float("nan")) for t in TABLE5_TASKS]
+            present = [v for v in row if v == v]
             avg = sum(present) / len(present) if present else float("nan")
-            rows[f"{run}: {method}"] = row | {"Avg": avg, "n": len(present)}
-    return pd.DataFrame.from_dict(rows, orient="index")[cols + ["Avg", "n"]]
+            rows[f"{run}: {method}"] = [*row, avg, len(present)]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*cols, "Avg", "n"])
