@@ -123,10 +123,8 @@ class TaskModel(nn.Module):
 
 
 def transfer(src, dst, n_transfer: int | None) -> list[str]:
-    """Copy the embeddings and the first ``n_transfer`` blocks of ``src`` into ``dst``.
-
-    None: all blocks; 0: the embeddings only; -1: nothing. Returns the names copied.
-    """
+    """Copy the embeddings and the first ``n_transfer`` blocks (None: all; -1: not even the
+    embeddings) of ``src`` into ``dst``; returns the names copied."""
     if n_transfer is None:
         n_transfer = src.config.n_layer
     if n_transfer < -1 or n_transfer > src.config.n_layer:
@@ -224,7 +222,7 @@ def predict(
     was = model.training
     model.eval()
     out: list = [None] * len(items)
-    for b in batches(items, batch_size, None, length_grouped=True):
+    for b in batches(items, batch_size, None):
         batch = collate([items[i] for i in b]).to(device)
         with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
             scores = model(batch, lm=False)[0].float().cpu()
@@ -268,26 +266,27 @@ class FinetuneResult:
 def _check_examples(task: TaskSpec, train, evals: dict) -> None:
     if not train:
         raise ValueError(f"no training examples for {task.name}")
-    if not evals or any(not v for v in evals.values()):
+    if not evals or not all(evals.values()):
         raise ValueError(
             f"give labelled evaluation examples for {task.name}, e.g. "
             "{'dev': load_examples(task, 'dev', source)}"
         )
     for split, exs in {"train": train, **evals}.items():
-        unlabeled = [e.uid for e in exs if e.label is None]
-        if unlabeled:
+        if unlabeled := [e.uid for e in exs if e.label is None]:
             raise ValueError(
                 f"{task.name} {split} has {len(unlabeled)} unlabelled examples (e.g. "
                 f"{unlabeled[0]!r}): train and evaluate on labelled splits"
             )
 
 
-def _epoch(net, model, opt, items, order, cfg, step, total, device, bf16, bar) -> torch.Tensor:
-    """One pass over ``items`` in the batches ``order``; returns the summed loss."""
+def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) -> float:
+    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss."""
+    model.train()
+    order = batches(items, cfg.batch_size, rng)
     loss_sum = torch.zeros((), device=device)
-    for i, b in enumerate(order):
+    for step, b in enumerate(order, start=(epoch - 1) * len(order) + 1):
         batch = collate([items[j] for j in b]).to(device, non_blocking=True)
-        lr = cfg.lr * warmup_linear((step + i + 1) / total, cfg.warmup)
+        lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
 
         def losses(batch=batch):
             with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
@@ -296,7 +295,7 @@ def _epoch(net, model, opt, items, order, cfg, step, total, device, bf16, bar) -
 
         loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip)
         bar.update(1)
-    return loss_sum
+    return loss_sum.item() / len(order)
 
 
 def finetune(
@@ -322,22 +321,19 @@ def finetune(
     device = pick_device(device)
     _check_examples(task, train, evals)
     t_start = time.perf_counter()
-    model = build_task_model(
-        pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len
-    ).to(device)
+    model = build_task_model(pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len)
+    model.to(device)
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
     if cfg.eval_train_examples:
         n = min(cfg.eval_train_examples, len(train_items))
-        pick = random.Random(cfg.seed).sample(range(len(train_items)), n)
-        eval_items["train"] = [train_items[i] for i in pick]
+        eval_items["train"] = random.Random(cfg.seed).sample(train_items, n)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     rng = random.Random(cfg.seed)
-    steps_per_epoch = math.ceil(len(train_items) / cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
+    total = math.ceil(len(train_items) / cfg.batch_size) * cfg.epochs
     model_cfg = asdict(model.transformer.config)
     base = {
         "experiment": cfg.experiment,
@@ -348,16 +344,12 @@ def finetune(
         "data": data,
         **provenance(device),
     }
-    rows, records, best, best_epoch, train_time = [], [], None, 0, 0.0
+    records, best, best_epoch, train_time = [], None, 0, 0.0
     main_split, key = next(iter(evals)), task.metrics[0]
     bar = tqdm(total=total, disable=not progress, desc=f"{task.name}", unit="step")
     for epoch in range(1, cfg.epochs + 1):
-        model.train()
         t0 = time.perf_counter()
-        order = batches(train_items, cfg.batch_size, rng)
-        step = (epoch - 1) * steps_per_epoch
-        loss = _epoch(net, model, opt, train_items, order, cfg, step, total, device, bf16, bar)
-        train_loss = loss.item() / steps_per_epoch
+        train_loss = _epoch(net, model, opt, train_items, rng, cfg, epoch, total, device, bf16, bar)
         train_time += time.perf_counter() - t0
         bar.set_postfix(loss=f"{train_loss:.3f}")
         epoch_metrics = {"train_loss": {"loss": train_loss}}
@@ -365,19 +357,20 @@ def finetune(
             epoch_metrics[split] = evaluate(model, task, items, cfg.eval_batch_size, device, bf16)
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
-            for metric, value in ms.items():
-                rows.append({"epoch": epoch, "split": split, "metric": metric, "value": value})
-                records.append(
-                    make_record(metric, value, split=split, step=epoch, wall_time=wall, **base)
-                )
+            records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
         if best is None or epoch_metrics[main_split][key] > best[key]:
             best, best_epoch = dict(epoch_metrics[main_split]), epoch
     bar.close()
     if out_dir:
         append_records(Path(out_dir) / "records.jsonl", records)
     wall = time.perf_counter() - t_start
-    metrics = pd.DataFrame(rows)
+    metrics = pd.DataFrame(records)[["step", "split", "metric", "value"]]
+    metrics = metrics.rename(columns={"step": "epoch"})
     return FinetuneResult(task.name, metrics, best, best_epoch, wall, train_time, model, records)
+
+
+def _records(metrics: dict[str, float], **fields) -> list[dict]:
+    return [make_record(metric, value, **fields) for metric, value in metrics.items()]
 
 
 def eval_curves(results: dict[str, FinetuneResult]) -> pd.DataFrame:
@@ -445,8 +438,8 @@ def run_task(
         examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
         items = encode_all(examples, other, tok, n_ctx)
         metrics = evaluate(result.model, other, items, cfg.eval_batch_size, bf16=bf16)
-        fields = {**base, "task": other.name, "split": other.eval_split, "step": cfg.epochs}
-        recs = [make_record(m, v, **fields) for m, v in metrics.items()]
+        base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
+        recs = _records(metrics, **base)
         result.records.extend(recs)
         if out is not None:
             append_records(out / "records.jsonl", recs)

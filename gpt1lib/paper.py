@@ -55,7 +55,7 @@ PAPER_TABLE5_AVG = {
 PAPER_TABLES: dict[str, tuple[str, ...]] = {
     "2": ("mnli_m", "mnli_mm", "snli", "scitail", "qnli", "rte"),
     "3": ("story_cloze", "race_m", "race_h", "race"),
-    "4": ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli_m", "qnli", "rte"),
+    "4": TABLE5_TASKS,
 }
 #: The experiment names the ablation runs record under, by Table 5 row.
 ABLATIONS: dict[str, str] = {
@@ -77,23 +77,11 @@ def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     df = df[df.experiment.isin(experiments) & df.task.isin(list(TASKS))].copy()
     df["run"] = [run_label(r) for r in df.to_dict("records")]
     rows = []
-    for (exp, run, task), g in df.groupby(["experiment", "run", "task"], sort=False):
+    for (_, _, task), g in df.groupby(["experiment", "run", "task"], sort=False):
         spec = TASKS[task]
         g = g[(g.split == spec.eval_split) & (g.metric == spec.metrics[0])]
         if not g.empty:
-            last = g[g.step == g.step.max()].iloc[-1]
-            rows.append(
-                {
-                    "experiment": exp,
-                    "run": run,
-                    "task": task,
-                    "metric": last.metric,
-                    "split": last.split,
-                    "value": last.value,
-                    "data": last.data,
-                    "wall_time": last.wall_time,
-                }
-            )
+            rows.append(g[g.step == g.step.max()].iloc[-1][cols].to_dict())
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -120,11 +108,8 @@ def paper_table(table: str, records, experiment: str = "finetune"):
         )
     tasks = PAPER_TABLES[table]
     out = pd.DataFrame(
-        {
-            "metric": [PAPER_RESULTS[t][0] for t in tasks],
-            "paper": [PAPER_RESULTS[t][1] for t in tasks],
-            "best previous": [PAPER_RESULTS[t][2] for t in tasks],
-        },
+        [PAPER_RESULTS[t] for t in tasks],
+        columns=["metric", "paper", "best previous"],
         index=[TASKS[t].title for t in tasks],
     )
     out["eval split here"] = [TASKS[t].eval_split for t in tasks]
@@ -133,23 +118,11 @@ def paper_table(table: str, records, experiment: str = "finetune"):
         values = dict(zip(g.task, g.value, strict=True))
         out[run] = [values.get(t, float("nan")) for t in tasks]
     if table == "4":
-        runs = [
-            c
-            for c in out.columns
-            if c not in ("metric", "paper", "best previous", "eval split here")
-        ]
-        glue = {
-            "metric": "mean",
-            "paper": PAPER_GLUE[0],
-            "best previous": PAPER_GLUE[1],
-            "eval split here": "dev",
-        }
-        for r in runs:
-            present = out[r].dropna()
-            glue[r] = present.mean() if len(present) else float("nan")
-        n = {r: int(out[r].notna().sum()) for r in runs}
-        label = "GLUE (mean of present: " + ", ".join(f"{v}/{len(tasks)}" for v in n.values())
-        out.loc[label + ")" if runs else "GLUE"] = glue
+        runs = out.columns[4:]  # after metric, paper, best previous, eval split here
+        counts = ", ".join(f"{out[r].notna().sum()}/{len(tasks)}" for r in runs)
+        means = [out[r].dropna().mean() for r in runs]  # NaN where a run has none
+        label = f"GLUE (mean of present: {counts})" if len(runs) else "GLUE"
+        out.loc[label] = ["mean", *PAPER_GLUE, "dev", *means]
     return out
 
 
@@ -160,20 +133,13 @@ def ablation_table(records):
     mean of the cells present, with their count in "n".
     """
     cols = [TASKS[t].title for t in TABLE5_TASKS]
-    rows = {}
-    for method, values in PAPER_TABLE5.items():
-        rows[f"paper: {method}"] = dict(zip(cols, values, strict=True)) | {
-            "Avg": PAPER_TABLE5_AVG[method],
-            "n": len(values),
-        }
+    rows = {f"paper: {m}": [*v, PAPER_TABLE5_AVG[m], len(v)] for m, v in PAPER_TABLE5.items()}
     got = final_metrics(records, tuple(ABLATIONS.values()))
     for method, exp in ABLATIONS.items():
         for run, g in got[got.experiment == exp].groupby("run", sort=False):
             values = dict(zip(g.task, g.value, strict=True))
-            row = {TASKS[t].title: values.get(t, float("nan")) for t in TABLE5_TASKS}
-            present = [v for v in row.values() if v == v]
-            rows[f"{run}: {method}"] = row | {
-                "Avg": sum(present) / len(present) if present else float("nan"),
-                "n": len(present),
-            }
-    return pd.DataFrame.from_dict(rows, orient="index")[cols + ["Avg", "n"]]
+            row = [values.get(t, float("nan")) for t in TABLE5_TASKS]
+            present = [v for v in row if v == v]
+            avg = sum(present) / len(present) if present else float("nan")
+            rows[f"{run}: {method}"] = [*row, avg, len(present)]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=[*cols, "Avg", "n"])

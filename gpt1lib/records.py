@@ -1,4 +1,4 @@
-"""Records: every number the book shows, with where it came from .
+"""Records: every number the book shows, with where it came from.
 
 A record is one measured value (a loss at a step, a dev accuracy, a throughput) plus its
 provenance: experiment, task, split, metric, scale, seed, config, data source, git commit, device,

@@ -73,7 +73,9 @@ def encode_example(ex: Example, family: Family, tok, n_ctx: int) -> Encoded:
         answers = [tok.encode(a) for a in ex.answers]
         budget = n_ctx - 3  # _start_, _delimiter_, _classify_
         room = max(0, budget - max(len(a) for a in answers))
-        context, question = _trim_pair_context_first(context, question, room)
+        over = max(0, len(context) + len(question) - room)  # cut from the context's end first
+        cut = min(over, len(context))
+        context, question = context[: len(context) - cut], question[: len(question) - over + cut]
         seqs = [
             [s, *context, *question, d, *a[: budget - len(context) - len(question)], c]
             for a in answers
@@ -81,17 +83,6 @@ def encode_example(ex: Example, family: Family, tok, n_ctx: int) -> Encoded:
     else:
         raise ValueError(f"unknown family {family!r}; choose one of {Family.__args__}")
     return Encoded(tuple(tuple(q) for q in seqs), ex.label)
-
-
-def _trim_pair_context_first(context: list[int], question: list[int], room: int):
-    """Shorten the context from its end, then the question, to ``room`` tokens in all."""
-    over = len(context) + len(question) - room
-    if over > 0:
-        cut = min(over, len(context))
-        context = context[: len(context) - cut]
-        over -= cut
-        question = question[: len(question) - over] if over > 0 else question
-    return context, question
 
 
 @dataclass
@@ -128,17 +119,14 @@ def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None
     seqs = [q for e in items for q in e.seqs]
     T = pad_to or max(len(q) for q in seqs)
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.bool)
     for i, q in enumerate(seqs):
         ids[i, : len(q)] = torch.tensor(q)
-        mask[i, : len(q)] = True
     extract = torch.tensor([len(q) - 1 for q in seqs])
+    mask = torch.arange(T) <= extract[:, None]  # the real tokens: up to _classify_
     labels = None
     if all(e.label is not None for e in items):
-        is_float = any(isinstance(e.label, float) for e in items)
-        labels = torch.tensor(
-            [e.label for e in items], dtype=torch.float32 if is_float else torch.long
-        )
+        dtype = torch.float32 if any(isinstance(e.label, float) for e in items) else torch.long
+        labels = torch.tensor([e.label for e in items], dtype=dtype)
     return Batch(ids, extract, mask, labels, n_seq)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.metrics import matthews_corrcoef
+from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
 from .records import make_record, provenance
@@ -76,11 +77,8 @@ def continuation_logprobs(
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
     for b in range(0, len(order), batch_size):
         idx = order[b : b + batch_size]
-        T = max(len(seqs[i]) for i in idx)
-        x = torch.zeros(len(idx), T, dtype=torch.long)
-        for r, i in enumerate(idx):
-            x[r, : len(seqs[i])] = torch.tensor(seqs[i])
-        x = x.to(device)
+        rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
+        x = pad_sequence(rows, batch_first=True).to(device)  # right-padded with 0
         logp = model(x).logits.float().log_softmax(-1)
         # logp[:, t] predicts token t + 1
         tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
@@ -121,22 +119,15 @@ def sst2_predictions(model, tok, texts: Sequence[str]) -> np.ndarray:
 
 def race_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
     """The answer with the highest average log-probability given document and question."""
-    prefixes, conts, owners = [], [], []
-    for k, ex in enumerate(examples):
+    prefixes, conts = [], []
+    for ex in examples:
         context = tok.encode(f"{ex.texts[0]} {ex.texts[1]}")
-        for a in ex.answers:
-            prefixes.append(context)
-            conts.append(tok.encode(a))
-            owners.append(k)
+        prefixes += [context] * len(ex.answers)
+        conts += [tok.encode(a) for a in ex.answers]
     scores = _mean(continuation_logprobs(model, prefixes, conts))
-    best = np.full(len(examples), -1)
-    top = np.full(len(examples), -np.inf)
-    counters = np.zeros(len(examples), dtype=int)
-    for s, k in zip(scores, owners, strict=True):
-        if s > top[k]:
-            top[k], best[k] = s, counters[k]
-        counters[k] += 1
-    return best
+    per_example = np.split(scores, np.cumsum([len(ex.answers) for ex in examples]))[:-1]
+    # the first of the best answers; -1 where no answer has a token to score
+    return np.array([s.argmax() if (s > -np.inf).any() else -1 for s in per_example], dtype=int)
 
 
 def pronoun_span(sentence: str, pronoun: str, candidates: Sequence[str]) -> tuple[int, int]:
@@ -160,12 +151,9 @@ def dprd_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
         rest = tok.encode(sentence[hi:])
         for cand in ex.answers:
             substituted = tok.encode(sentence[:lo] + cand)
-            if rest:
-                prefixes.append(substituted)
-                conts.append(rest)
-            else:  # nothing after the pronoun: the whole substituted sentence
-                prefixes.append(substituted[:1])
-                conts.append(substituted[1:])
+            cut = len(substituted) if rest else 1  # nothing after the pronoun: score it all
+            prefixes.append(substituted[:cut])
+            conts.append(substituted[cut:] + rest)
     scores = _mean(continuation_logprobs(model, prefixes, conts)).reshape(len(examples), -1)
     return scores.argmax(1)
 
@@ -175,16 +163,15 @@ def zero_shot_score(
 ) -> float:
     """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
     spec = get_task(task)
-    labels = np.array([e.label for e in examples])
+    texts, labels = [e.texts[0] for e in examples], np.array([e.label for e in examples])
     if task == "cola":
         if not train:
             raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
-        th = best_threshold(
-            cola_scores(model, tok, [e.texts[0] for e in train]), np.array([e.label for e in train])
-        )
-        preds = (cola_scores(model, tok, [e.texts[0] for e in examples]) > th).astype(int)
+        train_scores = cola_scores(model, tok, [e.texts[0] for e in train])
+        th = best_threshold(train_scores, np.array([e.label for e in train]))
+        preds = (cola_scores(model, tok, texts) > th).astype(int)
     elif task == "sst2":
-        preds = sst2_predictions(model, tok, [e.texts[0] for e in examples])
+        preds = sst2_predictions(model, tok, texts)
     elif task in ("race", "race_m", "race_h"):
         preds = race_predictions(model, tok, examples)
     elif task == "dprd":
@@ -217,29 +204,24 @@ def evaluate_checkpoints(
     """
     dev = pick_device(device)
     out = []
-    for folder in tqdm(list(folders), desc="zero-shot", disable=not progress):
-        folder = Path(folder)
+    for folder in tqdm(list(map(Path, folders)), desc="zero-shot", disable=not progress):
         model, tok = load_run_model(folder, dev)
         model.to(dev)
-        step = int(folder.name.split("_")[-1])
         for task, (examples, train) in data.items():
+            spec = get_task(task)
             t0 = time.perf_counter()
             value = zero_shot_score(model, tok, task, examples, train)
+            config = {"arch": type(model).__name__, "normalised": normalise(task, value)}
             out.append(
                 make_record(
-                    get_task(task).metrics[0],
+                    spec.metrics[0],
                     value,
                     experiment=experiment,
                     task=task,
-                    split=get_task(task).eval_split,
-                    step=step,
+                    split=spec.eval_split,
+                    step=int(folder.name.split("_")[-1]),
                     scale=scale,
-                    config={
-                        "arch": type(model).__name__,
-                        "normalised": normalise(task, value),
-                        "checkpoint": folder.name,
-                        "examples": len(examples),
-                    },
+                    config=config | {"checkpoint": folder.name, "examples": len(examples)},
                     wall_time=time.perf_counter() - t0,
                     **provenance(dev),
                 )
