@@ -67,6 +67,12 @@ def write_json(path: str | os.PathLike, obj) -> None:
         tmp.write_text(json.dumps(obj, indent=1))
 
 
+def _write_tensors(path: Path, tensors: dict) -> None:
+    """``tensors`` (on any device) as a safetensors file at ``path``, atomically."""
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+
+
 # ---------------------------------------------------------------- a model
 
 
@@ -76,22 +82,10 @@ def model_meta(model) -> dict:
     return {"arch": arch, "config": asdict(model.config)}
 
 
-def model_from_meta(meta: dict):
-    """A freshly initialised model of the class and config ``meta`` names."""
-    if meta.get("arch") not in ARCHITECTURES:
-        raise ValueError(
-            f"unknown model class {meta.get('arch')!r}; known: {sorted(ARCHITECTURES)}"
-        )
-    cls, cfg_cls = ARCHITECTURES[meta["arch"]]
-    return cls(cfg_cls(**meta["config"]))
-
-
 def save_model(model, folder: str | os.PathLike) -> Path:
     """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``."""
     folder = Path(folder)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    with atomic_path(folder / MODEL_FILE) as tmp:
-        save_file(tensors, str(tmp))
+    _write_tensors(folder / MODEL_FILE, model.state_dict())
     write_json(folder / MODEL_META, model_meta(model))
     return folder
 
@@ -104,7 +98,13 @@ def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
             f"{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a "
             "folder written by save_model or pretrain"
         )
-    model = model_from_meta(json.loads((folder / MODEL_META).read_text()))
+    meta = json.loads((folder / MODEL_META).read_text())
+    if meta.get("arch") not in ARCHITECTURES:
+        raise ValueError(
+            f"unknown model class {meta.get('arch')!r}; known: {sorted(ARCHITECTURES)}"
+        )
+    cls, cfg_cls = ARCHITECTURES[meta["arch"]]
+    model = cls(cfg_cls(**meta["config"]))
     model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
     return model
 
@@ -131,8 +131,7 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         tensors |= {f"rng.cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())}
-    with atomic_path(tmp / "train_state.safetensors") as path:
-        save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, str(path))
+    _write_tensors(tmp / "train_state.safetensors", tensors)
     tokenizer.save(tmp)
     write_json(tmp / "state.json", {**state, "param_groups": sd["param_groups"]})
     old = folder.with_name(f".old-{folder.name}-{os.getpid()}")
@@ -159,9 +158,7 @@ def read_state(folder: str | os.PathLike) -> dict:
 def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint of a run, or None."""
     pointer = Path(out_dir) / "checkpoints" / "latest.json"
-    if not pointer.is_file():
-        return None
-    return Path(out_dir) / "checkpoints" / json.loads(pointer.read_text())["name"]
+    return pointer.with_name(json.loads(pointer.read_text())["name"]) if pointer.is_file() else None
 
 
 def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
