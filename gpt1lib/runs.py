@@ -57,6 +57,16 @@ def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
     return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
 
 
+def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, arch="gpt", **kw):
+    """A new model of the scale's shape and ``corpus`` cut into its blocks by ``tok``, the two
+    steps before ``pretrain`` (``kw`` overrides the model's config)."""
+    data = build_corpus(
+        tok, S.model_config().n_ctx, corpus, seed=seed, limit=limit, cache_dir=cache_dir
+    )
+    seed_everything(seed)
+    return new_model(S, tok.vocab_size, arch, **kw), data
+
+
 def pretrained_model(
     scale: str,
     out_dir: str | os.PathLike = "runs",
@@ -86,10 +96,8 @@ def pretrained_model(
     S = SCALES[scale]
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
-    done = ckpt is not None and (
-        read_state(ckpt)["step"] >= read_state(ckpt)["run_config"]["pretrain"]["total_steps"]
-    )
-    if not done:
+    state = read_state(ckpt) if ckpt is not None else None
+    if state is None or state["step"] < state["run_config"]["pretrain"]["total_steps"]:
         corpus = corpus or S.corpus
         if ckpt is not None:
             tok = load_tokenizer(str(ckpt))
@@ -100,19 +108,9 @@ def pretrained_model(
             if S.tokenizer.startswith("train:"):
                 texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
             tok = load_tokenizer(S.tokenizer, texts)
-        cfg = S.pretrain
-        n_ctx = S.model_config().n_ctx
-        data = build_corpus(
-            tok,
-            n_ctx,
-            corpus,
-            seed=cfg.seed,
-            limit=S.corpus_limit,
-            cache_dir=Path(out_dir) / "cache",
-        )
-        seed_everything(cfg.seed)
-        model = new_model(S, tok.vocab_size, arch)
-        cfg = replace(cfg, experiment=f"pretrain:{arch}")
+        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
+        cache = Path(out_dir) / "cache"
+        model, data = _model_and_corpus(S, tok, corpus, cfg.seed, cache, S.corpus_limit, arch)
         kw = {"resume": True, "scale": scale, "device": device, "progress": progress}
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
@@ -126,27 +124,22 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     p.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
     p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
-    p.add_argument("--tokenizer", default=None, help="'released', 'train:N', or a saved folder")
-    p.add_argument("--steps", type=int, default=None, help="total updates (default: the scale's)")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--micro-batch-size", type=int, default=None)
-    p.add_argument("--ckpt-interval", type=int, default=None)
-    p.add_argument("--stop-after", type=int, default=None, help="end this call after N updates")
-    p.add_argument("--dropout", type=float, default=None, help="all dropout rates (default 0.1)")
+    p.add_argument("--tokenizer", help="'released', 'train:N', or a saved folder")
+    p.add_argument("--steps", type=int, help="total updates (default: the scale's)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--micro-batch-size", type=int)
+    p.add_argument("--ckpt-interval", type=int)
+    p.add_argument("--stop-after", type=int, help="end this call after N updates")
+    p.add_argument("--dropout", type=float, help="all dropout rates (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     S = SCALES[a.scale]
-    overrides = {
-        "total_steps": a.steps,
-        "batch_size": a.batch_size,
-        "seed": a.seed,
-        "micro_batch_size": a.micro_batch_size,
-        "ckpt_interval": a.ckpt_interval,
-    }
-    cfg = replace(S.pretrain, **{k: v for k, v in overrides.items() if v is not None})
+    given = {"total_steps": a.steps, "seed": a.seed}
+    given |= {k: getattr(a, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
+    cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
     d = init_distributed(pick_device(a.device))
     ckpt = latest_checkpoint(a.out) if a.resume else None
     spec = str(ckpt) if ckpt is not None else a.tokenizer or S.tokenizer
@@ -162,21 +155,6 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     tok = load_tokenizer(spec)
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
     drop = {} if a.dropout is None else dict.fromkeys(names, a.dropout)
-    model_cfg = S.model_config(vocab_size=tok.vocab_size, **drop)
-    corpus = build_corpus(
-        tok, model_cfg.n_ctx, a.corpus, seed=a.seed, cache_dir=Path(a.out) / "cache"
-    )
-    seed_everything(a.seed)
-    model = FastGPT(model_cfg)
-    return pretrain(
-        model,
-        tok,
-        corpus,
-        cfg,
-        a.out,
-        resume=a.resume,
-        scale=a.scale,
-        device=a.device,
-        progress=not a.no_progress,
-        stop_after=a.stop_after,
-    )
+    model, data = _model_and_corpus(S, tok, a.corpus, a.seed, Path(a.out) / "cache", **drop)
+    kw = {"resume": a.resume, "scale": a.scale, "device": a.device, "stop_after": a.stop_after}
+    return pretrain(model, tok, data, cfg, a.out, progress=not a.no_progress, **kw)
