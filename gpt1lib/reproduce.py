@@ -85,10 +85,11 @@ def record(
         name, executed = nb.stem, runs / "notebooks" / nb.name
         if only and name not in only:
             continue
-        use = {k: v for k, v in given.items() if k in pm.inspect_notebook(str(nb))}
+        declared = pm.inspect_notebook(str(nb))
+        use = {k: v for k, v in given.items() if k in declared}
         done = manifest.get(name, {})
         fresh = done.get("commit") == commit and done.get("parameters") == use
-        if fresh and not force & {name, "all"}:
+        if fresh and {name, "all"}.isdisjoint(force):
             log(f"{name}: records for {commit} with these parameters exist, skipped")
             continue
         before, t0 = _snapshot(runs), time.perf_counter()
@@ -126,8 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
         prog="python -m gpt1lib.reproduce", description=__doc__.split("\n")[0]
     )
     p.add_argument("--scale", default="small", choices=tuple(SCALES))
-    p.add_argument("--source", default=None, help="folder of the task data sets, or 'hub'")
-    p.add_argument("--corpus", default=None, help="pre-training corpus: a folder, file or hub id")
+    p.add_argument("--source", help="folder of the task data sets, or 'hub'")
+    p.add_argument("--corpus", help="pre-training corpus: a folder, file or hub id")
     p.add_argument(
         "-p",
         "--param",
@@ -149,14 +150,8 @@ def main(argv: list[str] | None = None) -> dict:
             params[name] = json.loads(value)
         except json.JSONDecodeError:
             params[name] = value
-    manifest = record(
-        a.scale,
-        params,
-        Path(a.out_dir),
-        Path(a.results),
-        set(a.force),
-        set(a.only) if a.only else None,
-    )
+    only = set(a.only) if a.only else None
+    manifest = record(a.scale, params, Path(a.out_dir), Path(a.results), set(a.force), only)
     if a.book:
         subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
     return manifest
