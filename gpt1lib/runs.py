@@ -41,12 +41,10 @@ def load_tokenizer(spec: str, train_texts=None) -> GPT1Tokenizer:
         if train_texts is None:
             raise ValueError(f"tokenizer={spec!r} needs the texts to learn the merges from")
         return GPT1Tokenizer.train(texts=train_texts, n_merges=int(spec.split(":", 1)[1]))
-    path = Path(spec)
-    if (path / "encoder_bpe_40000.json").is_file():
-        return GPT1Tokenizer.from_released(
-            path / "encoder_bpe_40000.json", path / "vocab_40000.bpe"
-        )
-    return GPT1Tokenizer.load(path)
+    encoder = Path(spec) / "encoder_bpe_40000.json"
+    if encoder.is_file():
+        return GPT1Tokenizer.from_released(encoder, encoder.with_name("vocab_40000.bpe"))
+    return GPT1Tokenizer.load(spec)
 
 
 def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
