@@ -1,13 +1,11 @@
 """Files a run writes: atomically, and read back with a clear error when they are not right.
 
-* ``atomic_path``: every file is written beside its place and renamed onto it, so a crash
-  leaves the old file or the new one, never half of one;
-* ``save_model`` / ``load_model``: a model (GPT-1 or the LSTM baseline) as ``model.safetensors``
-  plus ``model.json`` (its class and config);
-* ``save_checkpoint`` / ``load_checkpoint``: everything a pre-training run needs to go on exactly
-  where it stopped (model, AdamW's moments, the RNG states, the data position, the run's config,
-  the tokenizer), as a folder written under a temporary name and renamed into place.
-"""
+Every file is written beside its place and renamed onto it (``atomic_path``), so that a crash
+leaves the old file or the new one, never half of one. A model is ``model.safetensors`` plus
+``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
+temporary name and renamed into place, with everything a pre-training run needs to go on exactly
+where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's config
+and the tokenizer."""
 
 from __future__ import annotations
 
@@ -180,8 +178,7 @@ def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
 
 
 def save_and_prune(out_dir: Path, model, opt, tokenizer, state: dict) -> None:
-    """Write checkpoint ``state["step"]``, point ``latest.json`` at it, then drop the older
-    ones."""
+    """Write checkpoint ``state["step"]``, point ``latest.json`` at it, drop the older ones."""
     ckpts = Path(out_dir) / "checkpoints"
     name = f"step_{state['step']:08d}"
     save_checkpoint(ckpts / name, model, opt, tokenizer, state)
