@@ -1,13 +1,11 @@
 """Files a run writes: atomically, and read back with a clear error when they are not right.
 
-* ``atomic_path``: every file is written beside its place and renamed onto it, so a crash
-  leaves the old file or the new one, never half of one;
-* ``save_model`` / ``load_model``: a model (GPT-1 or the LSTM baseline) as ``model.safetensors``
-  plus ``model.json`` (its class and config);
-* ``save_checkpoint`` / ``load_checkpoint``: everything a pre-training run needs to go on exactly
-  where it stopped (model, AdamW's moments, the RNG states, the data position, the run's config,
-  the tokenizer), as a folder written under a temporary name and renamed into place.
-"""
+Every file is written beside its place and renamed onto it (``atomic_path``), so that a crash
+leaves the old file or the new one, never half of one. A model is ``model.safetensors`` plus
+``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
+temporary name and renamed into place, with everything a pre-training run needs to go on exactly
+where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's config
+and the tokenizer."""
 
 from __future__ import annotations
 
@@ -67,6 +65,12 @@ def write_json(path: str | os.PathLike, obj) -> None:
         tmp.write_text(json.dumps(obj, indent=1))
 
 
+def _write_tensors(path: Path, tensors: dict) -> None:
+    """``tensors`` (on any device) as a safetensors file at ``path``, atomically."""
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+
+
 # ---------------------------------------------------------------- a model
 
 
@@ -76,22 +80,10 @@ def model_meta(model) -> dict:
     return {"arch": arch, "config": asdict(model.config)}
 
 
-def model_from_meta(meta: dict):
-    """A freshly initialised model of the class and config ``meta`` names."""
-    if meta.get("arch") not in ARCHITECTURES:
-        raise ValueError(
-            f"unknown model class {meta.get('arch')!r}; known: {sorted(ARCHITECTURES)}"
-        )
-    cls, cfg_cls = ARCHITECTURES[meta["arch"]]
-    return cls(cfg_cls(**meta["config"]))
-
-
 def save_model(model, folder: str | os.PathLike) -> Path:
     """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``."""
     folder = Path(folder)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    with atomic_path(folder / MODEL_FILE) as tmp:
-        save_file(tensors, str(tmp))
+    _write_tensors(folder / MODEL_FILE, model.state_dict())
     write_json(folder / MODEL_META, model_meta(model))
     return folder
 
@@ -104,7 +96,13 @@ def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
             f"{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a "
             "folder written by save_model or pretrain"
         )
-    model = model_from_meta(json.loads((folder / MODEL_META).read_text()))
+    meta = json.loads((folder / MODEL_META).read_text())
+    if meta.get("arch") not in ARCHITECTURES:
+        raise ValueError(
+            f"unknown model class {meta.get('arch')!r}; known: {sorted(ARCHITECTURES)}"
+        )
+    cls, cfg_cls = ARCHITECTURES[meta["arch"]]
+    model = cls(cfg_cls(**meta["config"]))
     model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
     return model
 
@@ -131,8 +129,7 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         tensors |= {f"rng.cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())}
-    with atomic_path(tmp / "train_state.safetensors") as path:
-        save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, str(path))
+    _write_tensors(tmp / "train_state.safetensors", tensors)
     tokenizer.save(tmp)
     write_json(tmp / "state.json", {**state, "param_groups": sd["param_groups"]})
     old = folder.with_name(f".old-{folder.name}-{os.getpid()}")
@@ -159,9 +156,7 @@ def read_state(folder: str | os.PathLike) -> dict:
 def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint of a run, or None."""
     pointer = Path(out_dir) / "checkpoints" / "latest.json"
-    if not pointer.is_file():
-        return None
-    return Path(out_dir) / "checkpoints" / json.loads(pointer.read_text())["name"]
+    return pointer.with_name(json.loads(pointer.read_text())["name"]) if pointer.is_file() else None
 
 
 def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
@@ -183,8 +178,7 @@ def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
 
 
 def save_and_prune(out_dir: Path, model, opt, tokenizer, state: dict) -> None:
-    """Write checkpoint ``state["step"]``, point ``latest.json`` at it, then drop the older
-    ones."""
+    """Write checkpoint ``state["step"]``, point ``latest.json`` at it, drop the older ones."""
     ckpts = Path(out_dir) / "checkpoints"
     name = f"step_{state['step']:08d}"
     save_checkpoint(ckpts / name, model, opt, tokenizer, state)

@@ -17,10 +17,12 @@ its command line (in ``runs.py``, beside the other ways of making a pre-trained 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -128,14 +130,16 @@ class PretrainResult:
 
 
 def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus) -> dict:
-    """What must not change between a run and its resumption."""
+    """What must not change between a run and its resumption, as JSON reads it back (tuples
+    are lists), so that it compares equal to the one a checkpoint holds."""
     keep = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
-    return {
+    run = {
         "model": model_meta(model),
         "pretrain": keep,
         "tokenizer": tokenizer.fingerprint(),
         "corpus": corpus.train_source,
     }
+    return json.loads(json.dumps(run))
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -145,9 +149,7 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
         a, b = old.get(k), new.get(k)
         if isinstance(a, dict) and isinstance(b, dict):
             out += config_diff(a, b, f"{prefix}{k}.")
-        elif (list(a) if isinstance(a, tuple | list) else a) != (
-            list(b) if isinstance(b, tuple | list) else b
-        ):
+        elif a != b:
             out.append(f"{prefix}{k}: checkpoint {a!r} vs now {b!r}")
     return out
 
@@ -269,11 +271,10 @@ def pretrain(
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     net = torch.compile(net) if cfg.compile else net
     bf16 = cfg.bf16 and device.type == "cuda"
-    log = _Logger(out_dir, cfg, total_steps, step, d, device, scale, corpus.train_source, run_cfg)
+    validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, bf16)
+    log = _Logger(out_dir, cfg, run_cfg, step, d, device, scale, progress)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
     end = total_steps if stop_after is None else min(total_steps, step + stop_after)
-    bar = tqdm(total=total_steps, initial=step, disable=not (progress and d.main), unit="step")
-    bar.set_description(cfg.experiment)
     log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints))
     share = cfg.batch_size // d.world
     while step < end:
@@ -281,53 +282,57 @@ def pretrain(
         lr = learning_rate(step, cfg, total_steps)
         rows = x[d.rank * share : (d.rank + 1) * share]
         losses = _micro_losses(net, rows, micro, device, bf16, d.world > 1)
-        log.loss_sum += train_step(model, opt, lr, losses, cfg.grad_clip)
+        loss = train_step(model, opt, lr, losses, cfg.grad_clip)
         step += 1
-        bar.update(1)
-        log.after_step(step, end, lr, bar, model, corpus, bf16)
+        log.after_step(step, end, loss, lr, validate)
         if d.main and step in log_steps:
-            save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}")
-            tokenizer.save(out_dir / "log_checkpoints" / f"step_{step:08d}")
+            tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
         if step % cfg.ckpt_interval == 0 or step == end:
             state = {"step": step, "epoch": epoch, "next_batch": batch_index + 1}
             if d.main:
                 save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
             if d.world > 1:
                 dist.barrier()
-    bar.close()
+    log.bar.close()
     logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
-    history = read_records(log.path) if log.path.is_file() else read_records()
-    wall = time.perf_counter() - log.t0
+    history, wall = read_records(log.path), time.perf_counter() - log.t0
     return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
 
 
 class _Logger:
-    """The records of a run: training loss, throughput and rate every ``log_interval``
-    updates, validation loss every ``eval_interval``, appended to ``records.jsonl``."""
+    """A run's progress bar and records, appended to ``records.jsonl``: training loss,
+    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``."""
 
-    def __init__(self, out_dir, cfg, total_steps, step, d, device, scale, data, run_cfg) -> None:
-        self.path = Path(out_dir) / "records.jsonl"
-        self.cfg, self.total_steps, self.d, self.device = cfg, total_steps, d, device
+    def __init__(self, out_dir: Path, cfg, run_cfg: dict, step, d: Dist, device, scale, progress):
+        self.path, self.cfg, self.d = out_dir / "records.jsonl", cfg, d
+        self.total_steps = run_cfg["pretrain"]["total_steps"]
+        self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
         self.base = {
             "experiment": cfg.experiment,
             "scale": scale,
             "seed": cfg.seed,
             "task": "lm",
-            "data": data,
-            "config": run_cfg | {"total_steps": total_steps},
+            "data": run_cfg["corpus"],
+            "config": run_cfg | {"total_steps": self.total_steps},
             **provenance(device),
         }
         self.t0 = self.last_t = time.perf_counter()
         self.last_step = step
         self.loss_sum = torch.zeros((), device=device)
         self.val_loss: float | None = None
+        off = not (progress and d.main)
+        self.bar = tqdm(total=self.total_steps, initial=step, disable=off, unit="step")
+        self.bar.set_description(cfg.experiment)
 
     def record(self, metric: str, value: float, step: int, **fields) -> dict:
         wall = time.perf_counter() - self.t0
         return make_record(metric, value, step=step, wall_time=wall, **self.base, **fields)
 
-    def after_step(self, step: int, end: int, lr: float, bar, model, corpus, bf16: bool) -> None:
+    def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
+        """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
         cfg, recs = self.cfg, []
+        self.loss_sum += loss
+        self.bar.update(1)
         if step % cfg.log_interval == 0 or step == end:
             n = step - self.last_step
             if self.d.world > 1:  # the loss of the whole batch, not of this process's share
@@ -335,19 +340,17 @@ class _Logger:
                 self.loss_sum /= self.d.world
             now = time.perf_counter()
             train_loss = self.loss_sum.item() / n
-            tok_s = n * cfg.batch_size * model.config.n_ctx / (now - self.last_t)
+            tok_s = n * self.tokens_per_step / (now - self.last_t)
             self.loss_sum.zero_()
             self.last_t, self.last_step = now, step
-            bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
+            self.bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
             recs += [
                 self.record("train_loss", train_loss, step, split="train"),
                 self.record("tokens_per_s", tok_s, step),
                 self.record("lr", lr, step),
             ]
         if step % cfg.eval_interval == 0 or step == self.total_steps:
-            self.val_loss = evaluate(
-                model, corpus, cfg.batch_size, cfg.eval_batches, self.device, bf16
-            )
+            self.val_loss = validate()
             recs += [
                 self.record("val_loss", self.val_loss, step, split="valid"),
                 self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),

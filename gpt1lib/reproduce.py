@@ -53,7 +53,7 @@ def _new_lines(folder: Path, before: dict[Path, int]) -> list[str]:
         start = before.get(p, 0)
         if size > start:
             with open(p, "rb") as f:
-                f.seek(start if size >= start else 0)
+                f.seek(start)
                 lines += [x for x in f.read().decode("utf-8").splitlines() if x.strip()]
     return lines
 
@@ -70,61 +70,50 @@ def record(
     """Run the chapters; returns the manifest (chapter -> commit, parameters, records, time)."""
     import papermill as pm
 
-    book = ROOT / "book"
-    runs = out_dir / scale
-    results_scale = results / scale
-    results_scale.mkdir(parents=True, exist_ok=True)
-    manifest_path = results_scale / "manifest.json"
+    book, runs, kept = ROOT / "book", out_dir / scale, results / scale
+    kept.mkdir(parents=True, exist_ok=True)
+    manifest_path = kept / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    commit = git_commit()
-    failed: dict[str, str] = {}
+    given = {
+        "scale": scale,
+        "out_dir": str(out_dir.resolve()),
+        "results_dir": str(results.resolve()),
+        **params,
+    }
+    commit, failed = git_commit(), {}
     for nb in chapters(book):
-        name = nb.stem
+        name, executed = nb.stem, runs / "notebooks" / nb.name
         if only and name not in only:
             continue
         declared = pm.inspect_notebook(str(nb))
-        given = {
-            "scale": scale,
-            "out_dir": str(out_dir.resolve()),
-            "results_dir": str(results.resolve()),
-            **params,
-        }
         use = {k: v for k, v in given.items() if k in declared}
         done = manifest.get(name, {})
-        if (
-            done.get("commit") == commit
-            and done.get("parameters") == use
-            and name not in force
-            and "all" not in force
-        ):
+        fresh = done.get("commit") == commit and done.get("parameters") == use
+        if fresh and {name, "all"}.isdisjoint(force):
             log(f"{name}: records for {commit} with these parameters exist, skipped")
             continue
-        before = _snapshot(runs)
-        t0 = time.perf_counter()
+        before, t0 = _snapshot(runs), time.perf_counter()
         log(f"{name}: running with {use}")
-        (runs / "notebooks").mkdir(parents=True, exist_ok=True)
+        executed.parent.mkdir(parents=True, exist_ok=True)
         try:
             pm.execute_notebook(
-                str(nb),
-                str(runs / "notebooks" / nb.name),
-                parameters=use,
-                cwd=str(book),
-                progress_bar=False,
+                str(nb), str(executed), parameters=use, cwd=str(book), progress_bar=False
             )
         except pm.PapermillExecutionError as e:  # the other chapters still run
             failed[name] = f"{e.ename}: {e.evalue}"
-            log(f"{name}: FAILED ({failed[name]}); see {runs / 'notebooks' / nb.name}")
+            log(f"{name}: FAILED ({failed[name]}); see {executed}")
             continue
         lines = _new_lines(runs, before)
-        (results_scale / f"{name}.jsonl").write_text("".join(x + "\n" for x in lines))
+        (kept / f"{name}.jsonl").write_text("".join(x + "\n" for x in lines))
+        wall = round(time.perf_counter() - t0, 1)
         manifest[name] = {
             "commit": commit,
             "parameters": use,
             "records": len(lines),
-            "wall_time_s": round(time.perf_counter() - t0, 1),
+            "wall_time_s": wall,
         }
         write_json(manifest_path, manifest)
-        log(f"{name}: {len(lines)} records, {manifest[name]['wall_time_s']} s")
+        log(f"{name}: {len(lines)} records, {wall} s")
     if failed:
         raise RecordError(
             f"{len(failed)} chapter(s) failed, their records not kept (the others' are): "
@@ -138,8 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
         prog="python -m gpt1lib.reproduce", description=__doc__.split("\n")[0]
     )
     p.add_argument("--scale", default="small", choices=tuple(SCALES))
-    p.add_argument("--source", default=None, help="folder of the task data sets, or 'hub'")
-    p.add_argument("--corpus", default=None, help="pre-training corpus: a folder, file or hub id")
+    p.add_argument("--source", help="folder of the task data sets, or 'hub'")
+    p.add_argument("--corpus", help="pre-training corpus: a folder, file or hub id")
     p.add_argument(
         "-p",
         "--param",
@@ -161,14 +150,8 @@ def main(argv: list[str] | None = None) -> dict:
             params[name] = json.loads(value)
         except json.JSONDecodeError:
             params[name] = value
-    manifest = record(
-        a.scale,
-        params,
-        Path(a.out_dir),
-        Path(a.results),
-        set(a.force),
-        set(a.only) if a.only else None,
-    )
+    only = set(a.only) if a.only else None
+    manifest = record(a.scale, params, Path(a.out_dir), Path(a.results), set(a.force), only)
     if a.book:
         subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
     return manifest

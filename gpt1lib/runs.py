@@ -17,12 +17,10 @@ import torch.distributed as dist
 from .checkpoint import latest_checkpoint, load_model, read_state
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
-from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
 from .pretrain import PretrainResult, init_distributed, pretrain
 from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
-from .tasks import unavailable
 from .tokenizer import GPT1Tokenizer
 from .weights import load_pretrained
 
@@ -43,12 +41,10 @@ def load_tokenizer(spec: str, train_texts=None) -> GPT1Tokenizer:
         if train_texts is None:
             raise ValueError(f"tokenizer={spec!r} needs the texts to learn the merges from")
         return GPT1Tokenizer.train(texts=train_texts, n_merges=int(spec.split(":", 1)[1]))
-    path = Path(spec)
-    if (path / "encoder_bpe_40000.json").is_file():
-        return GPT1Tokenizer.from_released(
-            path / "encoder_bpe_40000.json", path / "vocab_40000.bpe"
-        )
-    return GPT1Tokenizer.load(path)
+    encoder = Path(spec) / "encoder_bpe_40000.json"
+    if encoder.is_file():
+        return GPT1Tokenizer.from_released(encoder, encoder.with_name("vocab_40000.bpe"))
+    return GPT1Tokenizer.load(spec)
 
 
 def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
@@ -57,6 +53,16 @@ def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
         n_ctx = S.model_config().n_ctx
         return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
     return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
+
+
+def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, arch="gpt", **kw):
+    """A new model of the scale's shape and ``corpus`` cut into its blocks by ``tok``, the two
+    steps before ``pretrain`` (``kw`` overrides the model's config)."""
+    data = build_corpus(
+        tok, S.model_config().n_ctx, corpus, seed=seed, limit=limit, cache_dir=cache_dir
+    )
+    seed_everything(seed)
+    return new_model(S, tok.vocab_size, arch, **kw), data
 
 
 def pretrained_model(
@@ -88,10 +94,8 @@ def pretrained_model(
     S = SCALES[scale]
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
-    done = ckpt is not None and (
-        read_state(ckpt)["step"] >= read_state(ckpt)["run_config"]["pretrain"]["total_steps"]
-    )
-    if not done:
+    state = read_state(ckpt) if ckpt is not None else None
+    if state is None or state["step"] < state["run_config"]["pretrain"]["total_steps"]:
         corpus = corpus or S.corpus
         if ckpt is not None:
             tok = load_tokenizer(str(ckpt))
@@ -102,62 +106,14 @@ def pretrained_model(
             if S.tokenizer.startswith("train:"):
                 texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
             tok = load_tokenizer(S.tokenizer, texts)
-        cfg = S.pretrain
-        n_ctx = S.model_config().n_ctx
-        data = build_corpus(
-            tok,
-            n_ctx,
-            corpus,
-            seed=cfg.seed,
-            limit=S.corpus_limit,
-            cache_dir=Path(out_dir) / "cache",
-        )
-        seed_everything(cfg.seed)
-        model = new_model(S, tok.vocab_size, arch)
-        cfg = replace(cfg, experiment=f"pretrain:{arch}")
+        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
+        cache = Path(out_dir) / "cache"
+        model, data = _model_and_corpus(S, tok, corpus, cfg.seed, cache, S.corpus_limit, arch)
         kw = {"resume": True, "scale": scale, "device": device, "progress": progress}
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
     return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
-
-
-def run_tasks(
-    pretrained,
-    tok,
-    tasks: list[str],
-    S: Scale,
-    source: str,
-    cfg: FinetuneConfig,
-    *,
-    limit: int | None = None,
-    eval_limit: int | None = None,
-    also: dict[str, list[str]] | None = None,
-    out_dir: str | os.PathLike | None = None,
-    device=None,
-) -> tuple[dict[str, FinetuneResult], dict[str, str]]:
-    """Fine-tune and score each of ``tasks`` from ``pretrained`` with ``cfg``, on the scale's
-    example limits (``limit``/``eval_limit`` override them); ``also`` names tasks scored beside
-    one (MNLI mismatched beside matched). Returns the results, and the tasks skipped because
-    their data is missing from ``source`` with the reason."""
-    results, skipped = {}, {}
-    for name in tasks:
-        if why := unavailable(name, source):  # e.g. Story Cloze without its files
-            skipped[name] = why
-            continue
-        results[name] = run_task(
-            pretrained,
-            tok,
-            name,
-            source,
-            cfg,
-            **S.limits_for(name, limit, eval_limit),
-            also=(also or {}).get(name, ()),
-            scale=S.name,
-            out_dir=out_dir,
-            device=device,
-        )
-    return results, skipped
 
 
 def main(argv: list[str] | None = None) -> PretrainResult:
@@ -166,27 +122,22 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     p.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
     p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
-    p.add_argument("--tokenizer", default=None, help="'released', 'train:N', or a saved folder")
-    p.add_argument("--steps", type=int, default=None, help="total updates (default: the scale's)")
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--micro-batch-size", type=int, default=None)
-    p.add_argument("--ckpt-interval", type=int, default=None)
-    p.add_argument("--stop-after", type=int, default=None, help="end this call after N updates")
-    p.add_argument("--dropout", type=float, default=None, help="all dropout rates (default 0.1)")
+    p.add_argument("--tokenizer", help="'released', 'train:N', or a saved folder")
+    p.add_argument("--steps", type=int, help="total updates (default: the scale's)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--micro-batch-size", type=int)
+    p.add_argument("--ckpt-interval", type=int)
+    p.add_argument("--stop-after", type=int, help="end this call after N updates")
+    p.add_argument("--dropout", type=float, help="all dropout rates (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--device", default=None)
+    p.add_argument("--device")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     S = SCALES[a.scale]
-    overrides = {
-        "total_steps": a.steps,
-        "batch_size": a.batch_size,
-        "seed": a.seed,
-        "micro_batch_size": a.micro_batch_size,
-        "ckpt_interval": a.ckpt_interval,
-    }
-    cfg = replace(S.pretrain, **{k: v for k, v in overrides.items() if v is not None})
+    given = {"total_steps": a.steps, "seed": a.seed}
+    given |= {k: getattr(a, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
+    cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
     d = init_distributed(pick_device(a.device))
     ckpt = latest_checkpoint(a.out) if a.resume else None
     spec = str(ckpt) if ckpt is not None else a.tokenizer or S.tokenizer
@@ -202,21 +153,6 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     tok = load_tokenizer(spec)
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
     drop = {} if a.dropout is None else dict.fromkeys(names, a.dropout)
-    model_cfg = S.model_config(vocab_size=tok.vocab_size, **drop)
-    corpus = build_corpus(
-        tok, model_cfg.n_ctx, a.corpus, seed=a.seed, cache_dir=Path(a.out) / "cache"
-    )
-    seed_everything(a.seed)
-    model = FastGPT(model_cfg)
-    return pretrain(
-        model,
-        tok,
-        corpus,
-        cfg,
-        a.out,
-        resume=a.resume,
-        scale=a.scale,
-        device=a.device,
-        progress=not a.no_progress,
-        stop_after=a.stop_after,
-    )
+    model, data = _model_and_corpus(S, tok, a.corpus, a.seed, Path(a.out) / "cache", **drop)
+    kw = {"resume": a.resume, "scale": a.scale, "device": a.device, "stop_after": a.stop_after}
+    return pretrain(model, tok, data, cfg, a.out, progress=not a.no_progress, **kw)
