@@ -17,10 +17,12 @@ import torch.distributed as dist
 from .checkpoint import latest_checkpoint, load_model, read_state
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
+from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
 from .pretrain import PretrainResult, init_distributed, pretrain
 from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
+from .tasks import unavailable
 from .tokenizer import GPT1Tokenizer
 from .weights import load_pretrained
 
@@ -114,6 +116,44 @@ def pretrained_model(
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
     return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
+
+
+def run_tasks(
+    pretrained,
+    tok,
+    tasks: list[str],
+    S: Scale,
+    source: str,
+    cfg: FinetuneConfig,
+    *,
+    limit: int | None = None,
+    eval_limit: int | None = None,
+    also: dict[str, list[str]] | None = None,
+    out_dir: str | os.PathLike | None = None,
+    device=None,
+) -> tuple[dict[str, FinetuneResult], dict[str, str]]:
+    """Fine-tune and score each of ``tasks`` from ``pretrained`` with ``cfg``, on the scale's
+    example limits (``limit``/``eval_limit`` override them); ``also`` names tasks scored beside
+    one (MNLI mismatched beside matched). Returns the results, and the tasks skipped because
+    their data is missing from ``source`` with the reason."""
+    results, skipped = {}, {}
+    for name in tasks:
+        if why := unavailable(name, source):  # e.g. Story Cloze without its files
+            skipped[name] = why
+            continue
+        results[name] = run_task(
+            pretrained,
+            tok,
+            name,
+            source,
+            cfg,
+            **S.limits_for(name, limit, eval_limit),
+            also=(also or {}).get(name, ()),
+            scale=S.name,
+            out_dir=out_dir,
+            device=device,
+        )
+    return results, skipped
 
 
 def main(argv: list[str] | None = None) -> PretrainResult:
