@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpt1lib import SCALES, FastGPT, GPT1Tokenizer
+from gpt1lib import FastGPT, GPT1Tokenizer
 from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.finetune import run_task
 from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything
+from gpt1lib.scales import SCALES
 
 SMOKE = SCALES["smoke"]
 

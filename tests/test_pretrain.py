@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpt1lib import GPT, SCALES, FastGPT, preset
+from gpt1lib import GPT, FastGPT, preset
 from gpt1lib.checkpoint import (
     CheckpointError,
     latest_checkpoint,
@@ -25,6 +25,7 @@ from gpt1lib.checkpoint import (
 from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.optim import make_optimizer
 from gpt1lib.pretrain import PretrainConfig, learning_rate, log_spaced_steps, pretrain
+from gpt1lib.scales import SCALES
 from gpt1lib.tokenizer import GPT1Tokenizer
 
 SMOKE = SCALES["smoke"].pretrain
