@@ -21,3 +21,9 @@ def pick_device(device: str | None = None) -> torch.device:
     if device:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on ``device`` (CUDA runs asynchronously; the CPU does not)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

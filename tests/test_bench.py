@@ -4,18 +4,17 @@ import json
 
 import pytest
 
-from gpt1lib import GPT, preset
+from gpt1lib import GPT, bench, optim, preset
 from gpt1lib.bench import (
+    IMPLEMENTATIONS,
     BenchConfig,
     format_table,
     main,
-    matmul_params,
-    model_flops_per_token,
     run_benchmark,
     sst2_like_lengths,
-    table_peak,
     to_records,
 )
+from gpt1lib.flops import matmul_params, mfu, model_flops_per_token, table_peak
 from gpt1lib.records import read_records
 
 pytest.importorskip("transformers")
@@ -41,6 +40,9 @@ def test_benchmark_times_both_implementations_and_both_paddings(results):
         assert r["preset"] == "tiny" and r["batch"] == 2 and r["dtype"] == "float32"
     assert pre["seq"] == 16 and pre["tokens_per_s"] == pytest.approx(32 / pre["step_time_s"])
     assert 0 < pre["mfu"] and pre["flops_per_token"] == model_flops_per_token(preset("tiny"), 16)
+    assert pre["mfu"] == pytest.approx(
+        mfu(pre["flops_per_token"], 32 / pre["step_time_s"], pre["peak_tflops"])
+    )
     assert hf["vs_reference"] == 1.0 and pre["reference"] == "transformers"
     assert pre["vs_reference"] == pytest.approx(hf["step_time_s"] / pre["step_time_s"])
     assert ctx["seq"] == 64 and dyn["seq"] < 64  # padded to the context vs to the longest
@@ -52,7 +54,7 @@ def test_table_and_records_carry_the_provenance(results):
     text = format_table(results)
     for word in ("gpt1lib", "transformers", "finetune:dynamic", "tokens_per_s", "MFU peak"):
         assert word in text
-    recs = to_records(results, TINY)
+    recs = to_records(results)
     metrics = {r["metric"] for r in recs}
     assert {"tokens_per_s", "mfu", "step_time_s", "examples_per_s"} <= metrics
     assert {"speedup_vs_transformers", "speedup_vs_padding_to_context"} <= metrics
@@ -85,6 +87,35 @@ def test_command_line_prints_and_appends_records(tmp_path, capsys):
     df = read_records(out)
     assert set(df.experiment) == {"bench"} and "tokens_per_s" in set(df.metric)
     json.dumps(df.config.iloc[0])  # plain JSON
+    assert {c["model"] for c in df.config} == {"FastGPT", "GPT"}
+
+
+def test_a_scale_name_stands_for_its_model(capsys):
+    (r,) = run_benchmark(TINY, preset="smoke", implementations=("gpt1lib",), device="cpu")
+    assert r["preset"] == "tiny" and r["scale"] == "smoke"
+    main(
+        ["--scale=smoke", "--batch=1", "--seq=8", "--steps=1", "--warmup=1", "--device=cpu"]
+        + ["--no-memory", "--impl", "gpt1lib"]
+    )
+    assert " tiny " in capsys.readouterr().out
+
+
+def test_every_contender_steps_through_the_shared_train_step(monkeypatch):
+    calls = []
+
+    def counted(model, *args, **kwargs):
+        calls.append(type(model).__name__)
+        return optim.train_step(model, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "train_step", counted)
+    results = run_benchmark(TINY, mode="both", implementations=IMPLEMENTATIONS, device="cpu")
+    assert [r["variant"] for r in results][: len(IMPLEMENTATIONS)] == list(IMPLEMENTATIONS)
+    steps = TINY.warmup + TINY.steps  # memory is off: warm-up and timed steps only
+    assert len(calls) == steps * (len(IMPLEMENTATIONS) + 2)
+    assert set(calls) == {"FastGPT", "GPT", "OpenAIGPTLMHeadModel", "TaskModel"}
+    configs = {r["variant"]: r["config"] for r in results}
+    assert configs["gpt1lib:plain"]["model"] == "GPT" and configs["gpt1lib"]["model"] == "FastGPT"
+    assert configs["gpt1lib:matrix"]["embd_dropout"] == "matrix"
 
 
 def test_memory_is_measured_in_a_fresh_process():
@@ -117,3 +148,5 @@ def test_bad_inputs_are_clear_errors():
         run_benchmark(TINY, seq=65)
     with pytest.raises(ValueError, match="preset='huge'"):
         run_benchmark(TINY, preset="huge")
+    with pytest.raises(SystemExit):  # argparse names the choices
+        main(["--scale=huge"])
