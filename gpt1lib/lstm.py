@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .loss import fused_lm_loss
-from .model import GPT, GPTOutput
+from .fast import FastGPT
+from .model import GPT
 
 
 @dataclass(frozen=True)
@@ -93,25 +93,18 @@ class LSTMLM(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(
-        self,
-        idx: torch.Tensor,
-        targets: torch.Tensor | None = None,
-        loss_mask: torch.Tensor | None = None,
-        reduction: str = "mean",
-    ) -> GPTOutput:
-        """As ``GPT.forward``: the logits without ``targets``, else the LM loss
-        (``fused_lm_loss``); the hidden states either way."""
-        h, W = self.hidden(idx)
-        if targets is None:
-            return GPTOutput(F.linear(h, W), h)
-        return GPTOutput(None, h, fused_lm_loss(h, W, targets, loss_mask, reduction))
-
     def hidden(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The projected LSTM states (B, T, n_embd), and the (tied) output layer."""
         return self.h[0](self.drop(self.tokens_embed(idx))), self.tokens_embed.weight
 
-    # The same as the transformer's: new rows of W_e, N(0, 0.02); greedy or sampled continuation
-    # (recomputing the prefix each step: fine for the short texts it is used on).
+    def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return F.linear(h, W)
+
+    # The same as the transformer's: the forward pass (hidden states, then the logits or L1 from
+    # them, ``fused_lm_loss`` as FastGPT computes it), new rows of W_e at N(0, 0.02), greedy or
+    # sampled continuation (recomputing the prefix each step: fine for the short texts it is
+    # used on).
+    forward = GPT.forward
+    lm_loss = FastGPT.lm_loss
     add_special_tokens = GPT.add_special_tokens
     generate = GPT.generate
