@@ -152,18 +152,18 @@ def _pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> _C
     """A model, its optimiser and a pre-training step on a fixed random batch."""
     g = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    mcfg = _gpt_config(cfg)
-    x = torch.randint(0, mcfg.vocab_size, (cfg.batch, cfg.seq + 1), generator=g).to(device)
+    model_cfg = _gpt_config(cfg)
+    x = torch.randint(0, model_cfg.vocab_size, (cfg.batch, cfg.seq + 1), generator=g).to(device)
     if name == "transformers":
-        model = _transformers_model(mcfg)
+        model = _transformers_model(model_cfg)
         info = {"model": "OpenAIGPTLMHeadModel", "loss": "OpenAIGPTLMHeadModel(labels=input_ids)"}
         info["embd_dropout"] = "sum"
     else:
         info = {"model": "FastGPT", "loss": "fused_lm_loss(hidden)", "embd_dropout": "sum"}
         info |= {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
-        mcfg = replace(mcfg, embd_dropout=info["embd_dropout"])
+        model_cfg = replace(model_cfg, embd_dropout=info["embd_dropout"])
         fast = info["model"] == "FastGPT"
-        model = FastGPT(mcfg, info["pad_vocab_to"]) if fast else GPT(mcfg)
+        model = FastGPT(model_cfg, info["pad_vocab_to"]) if fast else GPT(model_cfg)
     loss_fn = functools.partial(LOSSES[info["loss"]], x=x[:, :-1], y=x[:, 1:])
     fields = {"tokens": cfg.batch * cfg.seq, "seq": cfg.seq}
     return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
@@ -186,8 +186,8 @@ def _finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[_Conten
     """Two fine-tuning loops over the same ``batch * steps`` synthetic SST-2-like examples:
     dynamic padding of length-grouped batches, and every batch padded to the context. Warm-up
     steps take the first batches; the timed steps then see every batch once."""
-    mcfg = _gpt_config(cfg)
-    n_ctx, V, rng = mcfg.n_ctx, mcfg.vocab_size, random.Random(cfg.seed)
+    model_cfg = _gpt_config(cfg)
+    n_ctx, V, rng = model_cfg.n_ctx, model_cfg.vocab_size, random.Random(cfg.seed)
     items = [  # _start_ (V), k - 2 random tokens, _classify_ (V + 2); a random label
         Encoded(((V, *(rng.randrange(V) for _ in range(k - 2)), V + 2),), rng.randrange(2))
         for k in sst2_like_lengths(cfg.batch * cfg.steps, n_ctx, cfg.seed)
@@ -198,12 +198,12 @@ def _finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[_Conten
         ("finetune:context", n_ctx, f"every batch padded to the context ({n_ctx})"),
     ):
         torch.manual_seed(cfg.seed)
-        gpt = FastGPT(mcfg, cfg.pad_vocab_to).add_special_tokens()
+        gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
         model = TaskModel(gpt, get_task("sst2"), cfg.dropout)
         order = batches(items, cfg.batch, random.Random(cfg.seed), length_grouped=not pad_to)
         prepared = [collate([items[i] for i in b], pad_to=pad_to) for b in order]
         info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
-        info |= {"examples": len(items), "embd_dropout": mcfg.embd_dropout}
+        info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}
         info["pad_vocab_to"] = gpt.pad_vocab_to
         feed = itertools.cycle([b.to(device) for b in prepared])
         loss_fn = functools.partial(_task_loss, feed=feed, regression=model.regression)

@@ -246,9 +246,6 @@ def evaluate(
     return compute_metrics(task, preds, np.array([e.label for e in items]))
 
 
-# ---------------------------------------------------------------- training
-
-
 @dataclass
 class FinetuneResult:
     """Metrics by epoch and split, the best epoch, and the trained model."""
@@ -320,6 +317,11 @@ def finetune(
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
     _check_examples(task, train, evals)
+    if tok.vocab_size != pretrained.config.vocab_size:  # ids are checked where they enter
+        raise ValueError(
+            f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
+            f"{pretrained.config.vocab_size}: fine-tune with the model's own tokenizer"
+        )
     t_start = time.perf_counter()
     model = build_task_model(pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len)
     model.to(device)

@@ -105,15 +105,15 @@ def init_distributed(device: torch.device | None = None) -> Dist:
     """Join the process group ``torchrun`` set up (NCCL on GPUs, gloo on CPUs), if any."""
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return Dist()
-    d = Dist(
+    proc = Dist(
         int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
     )
     if not dist.is_initialized():
         cuda = torch.cuda.is_available() and (device is None or device.type == "cuda")
         if cuda:
-            torch.cuda.set_device(d.local_rank)
+            torch.cuda.set_device(proc.local_rank)
         dist.init_process_group("nccl" if cuda else "gloo")
-    return d
+    return proc
 
 
 @dataclass
@@ -169,30 +169,30 @@ def evaluate(model, corpus: Corpus, batch_size: int, max_batches: int | None, de
     return (total / count).item()
 
 
-def _check_inputs(model, tokenizer, corpus: Corpus, cfg: PretrainConfig, d: Dist) -> int:
+def _check_inputs(model, tokenizer, corpus: Corpus, cfg: PretrainConfig, proc: Dist) -> int:
     """Everything that can be wrong, before any work; returns the micro-batch size."""
-    mcfg = model.config
-    if tokenizer.vocab_size != mcfg.vocab_size:
+    model_cfg = model.config
+    if tokenizer.vocab_size != model_cfg.vocab_size:
         raise ValueError(
             f"the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {mcfg.vocab_size}: build the model with "
+            f"vocab_size is {model_cfg.vocab_size}: build the model with "
             "vocab_size=tokenizer.vocab_size (or load the model's own tokenizer)"
         )
-    if corpus.train.block != mcfg.n_ctx + 1:
+    if corpus.train.block != model_cfg.n_ctx + 1:
         raise ValueError(
             f"the corpus was cut into blocks of {corpus.train.block} tokens but the "
-            f"model's context is {mcfg.n_ctx}: build_corpus(n_ctx={mcfg.n_ctx})"
+            f"model's context is {model_cfg.n_ctx}: build_corpus(n_ctx={model_cfg.n_ctx})"
         )
-    if int(corpus.train.tokens.max()) >= mcfg.vocab_size:
+    if int(corpus.train.tokens.max()) >= model_cfg.vocab_size:
         raise ValueError(
             "the corpus holds token ids outside the model's vocabulary: tokenise "
             "it with the tokenizer the model was built for"
         )
-    micro = cfg.micro_batch_size or cfg.batch_size // d.world
-    if cfg.batch_size % (micro * d.world):
+    micro = cfg.micro_batch_size or cfg.batch_size // proc.world
+    if cfg.batch_size % (micro * proc.world):
         raise ValueError(
             f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size="
-            f"{micro} x {d.world} processes"
+            f"{micro} x {proc.world} processes"
         )
     return micro
 
@@ -254,11 +254,11 @@ def pretrain(
     runs to ``total_steps``), for a run done in parts.
     """
     device = pick_device(str(device) if device else None)
-    d = init_distributed(device)
-    if d.world > 1 and device.type == "cuda":
-        device = torch.device("cuda", d.local_rank)
+    proc = init_distributed(device)
+    if proc.world > 1 and device.type == "cuda":
+        device = torch.device("cuda", proc.local_rank)
     out_dir = Path(out_dir)
-    micro = _check_inputs(model, tokenizer, corpus, cfg, d)
+    micro = _check_inputs(model, tokenizer, corpus, cfg, proc)
     total_steps = cfg.steps_for(len(corpus.train))
     run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus)
     seed_everything(cfg.seed)
@@ -266,32 +266,32 @@ def pretrain(
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
     step, epoch, batch_index = _start(out_dir, run_cfg, resume, model, opt, device)
     net = model
-    if d.world > 1:
+    if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     net = torch.compile(net) if cfg.compile else net
     bf16 = cfg.bf16 and device.type == "cuda"
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, bf16)
-    log = _Logger(out_dir, cfg, run_cfg, step, d, device, scale, progress)
+    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
     end = total_steps if stop_after is None else min(total_steps, step + stop_after)
     log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints))
-    share = cfg.batch_size // d.world
+    share = cfg.batch_size // proc.world
     while step < end:
         epoch, batch_index, x = next(data)
         lr = learning_rate(step, cfg, total_steps)
-        rows = x[d.rank * share : (d.rank + 1) * share]
-        losses = _micro_losses(net, rows, micro, device, bf16, d.world > 1)
+        rows = x[proc.rank * share : (proc.rank + 1) * share]
+        losses = _micro_losses(net, rows, micro, device, bf16, proc.world > 1)
         loss = train_step(model, opt, lr, losses, cfg.grad_clip)
         step += 1
         log.after_step(step, end, loss, lr, validate)
-        if d.main and step in log_steps:
+        if proc.main and step in log_steps:
             tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
         if step % cfg.ckpt_interval == 0 or step == end:
             state = {"step": step, "epoch": epoch, "next_batch": batch_index + 1}
-            if d.main:
+            if proc.main:
                 save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
-            if d.world > 1:
+            if proc.world > 1:
                 dist.barrier()
     log.bar.close()
     logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
@@ -303,8 +303,10 @@ class _Logger:
     """A run's progress bar and records, appended to ``records.jsonl``: training loss,
     throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``."""
 
-    def __init__(self, out_dir: Path, cfg, run_cfg: dict, step, d: Dist, device, scale, progress):
-        self.path, self.cfg, self.d = out_dir / "records.jsonl", cfg, d
+    def __init__(
+        self, out_dir: Path, cfg, run_cfg: dict, step, proc: Dist, device, scale, progress
+    ):
+        self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
         self.total_steps = run_cfg["pretrain"]["total_steps"]
         self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
         self.base = {
@@ -320,7 +322,7 @@ class _Logger:
         self.last_step = step
         self.loss_sum = torch.zeros((), device=device)
         self.val_loss: float | None = None
-        off = not (progress and d.main)
+        off = not (progress and proc.main)
         self.bar = tqdm(total=self.total_steps, initial=step, disable=off, unit="step")
         self.bar.set_description(cfg.experiment)
 
@@ -335,9 +337,9 @@ class _Logger:
         self.bar.update(1)
         if step % cfg.log_interval == 0 or step == end:
             n = step - self.last_step
-            if self.d.world > 1:  # the loss of the whole batch, not of this process's share
+            if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
                 dist.all_reduce(self.loss_sum)
-                self.loss_sum /= self.d.world
+                self.loss_sum /= self.proc.world
             now = time.perf_counter()
             train_loss = self.loss_sum.item() / n
             tok_s = n * self.tokens_per_step / (now - self.last_t)
@@ -355,7 +357,7 @@ class _Logger:
                 self.record("val_loss", self.val_loss, step, split="valid"),
                 self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),
             ]
-        if self.d.main and recs:
+        if self.proc.main and recs:
             append_records(self.path, recs)
 
 

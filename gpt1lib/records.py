@@ -107,6 +107,18 @@ def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
 
 
 def run_label(rec) -> str:
-    """How a table names the run a number came from: scale, device, commit."""
-    device = str(rec.get("device") or "?").split(" (")[0]
-    return f"{rec.get('scale')} · {device} · {rec.get('commit')}"
+    """How a table names the run a number came from, e.g. "cpu run, 2 CPU threads, commit
+    659788c, seed 0": its scale, device, commit and seed, and for fine-tuning runs the settings
+    a rerun may change (lambda when it is not the paper's 0.5, the blocks transferred), so that
+    two reruns never share a column."""
+    device = str(rec.get("device") or "?")
+    if device.startswith("cpu ("):  # "cpu (x86_64, 2 threads)"
+        device = f"{device.split(', ')[-1].split()[0]} CPU threads"
+    label = f"{rec.get('scale')} run, {device}, commit {rec.get('commit')}, seed {rec.get('seed')}"
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    if rec.get("experiment") == "finetune":
+        if config.get("lm_coef", 0.5) != 0.5:
+            label += f", λ {config['lm_coef']:g}"
+        if config.get("n_transfer") is not None:
+            label += f", n_transfer {config['n_transfer']}"
+    return label

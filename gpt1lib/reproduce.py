@@ -12,6 +12,14 @@ commit and the parameters it ran with: a chapter that already has its records fo
 commit and parameters is skipped unless ``--force`` names it (or ``all``). A chapter that fails
 is reported and the others still run; the command then ends with an error naming the failed
 chapters (their records are not kept). ``--book`` rebuilds the HTML book afterwards.
+
+A sweep reruns one chapter over the values of one parameter, the researcher's use:
+
+    python -m gpt1lib.reproduce --scale cpu --only 05_classification \
+        -p tasks '["sst2"]' --sweep lm_coef 0 0.5 1
+
+Its runs append their records under ``<out_dir>/<scale>/`` like any run of the chapter (each
+value a column of its own in the results chapters); nothing is copied to ``results/``.
 """
 
 from __future__ import annotations
@@ -122,7 +130,35 @@ def record(
     return manifest
 
 
-def main(argv: list[str] | None = None) -> dict:
+def sweep(
+    chapter: str, name: str, values: list, scale: str, params: dict, out_dir: Path, log=print
+) -> list[Path]:
+    """Run ``chapter`` once per value of the parameter ``name`` (with ``params`` and the
+    scale); returns the executed notebooks, ``<out_dir>/<scale>/notebooks/<chapter>-<name>-<v>``."""
+    import papermill as pm
+
+    nb = ROOT / "book" / f"{chapter}.ipynb"
+    declared = pm.inspect_notebook(str(nb)) if nb.is_file() else {}
+    if name not in declared:
+        raise ValueError(
+            f"{chapter} has no parameter {name!r}"
+            + (f"; it has {sorted(declared)}" if declared else "; name a chapter of book/")
+        )
+    given = {"scale": scale, "out_dir": str(out_dir.resolve()), **params}
+    done = []
+    for value in values:
+        executed = out_dir / scale / "notebooks" / f"{chapter}-{name}-{value}.ipynb"
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        use = {k: v for k, v in given.items() if k in declared} | {name: value}
+        log(f"{chapter}: running with {use}")
+        pm.execute_notebook(
+            str(nb), str(executed), parameters=use, cwd=str(nb.parent), progress_bar=False
+        )
+        done.append(executed)
+    return done
+
+
+def main(argv: list[str] | None = None) -> dict | list[Path]:
     p = argparse.ArgumentParser(
         prog="python -m gpt1lib.reproduce", description=__doc__.split("\n")[0]
     )
@@ -143,18 +179,33 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--only", nargs="*", help="chapters to run (file names without .ipynb)")
     p.add_argument("--force", nargs="*", default=[], help="chapters to rerun anyway, or 'all'")
     p.add_argument("--book", action="store_true", help="rebuild the HTML book afterwards")
+    p.add_argument(
+        "--sweep",
+        nargs="+",
+        metavar=("NAME", "VALUE"),
+        help="rerun the one chapter --only names once per VALUE of its parameter NAME",
+    )
     a = p.parse_args(argv)
     params = {k: v for k, v in (("source", a.source), ("corpus", a.corpus)) if v is not None}
-    for name, value in a.param:
-        try:
-            params[name] = json.loads(value)
-        except json.JSONDecodeError:
-            params[name] = value
+    params |= {name: _value(value) for name, value in a.param}
     only = set(a.only) if a.only else None
+    if a.sweep:
+        if not a.only or len(a.only) != 1 or len(a.sweep) < 2:
+            p.error("--sweep NAME VALUE [VALUE ...] needs one chapter: --only <chapter>")
+        values = [_value(v) for v in a.sweep[1:]]
+        return sweep(a.only[0], a.sweep[0], values, a.scale, params, Path(a.out_dir))
     manifest = record(a.scale, params, Path(a.out_dir), Path(a.results), set(a.force), only)
     if a.book:
         subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
     return manifest
+
+
+def _value(text: str):
+    """A command-line value: JSON where it parses (numbers, lists, null), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 if __name__ == "__main__":

@@ -173,26 +173,33 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--device")
     p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args(argv)
-    S = SCALES[a.scale]
-    given = {"total_steps": a.steps, "seed": a.seed}
-    given |= {k: getattr(a, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
+    args = p.parse_args(argv)
+    S = SCALES[args.scale]
+    given = {"total_steps": args.steps, "seed": args.seed}
+    given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
     cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
-    d = init_distributed(pick_device(a.device))
-    ckpt = latest_checkpoint(a.out) if a.resume else None
-    spec = str(ckpt) if ckpt is not None else a.tokenizer or S.tokenizer
+    proc = init_distributed(pick_device(args.device))
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    spec = str(ckpt) if ckpt is not None else args.tokenizer or S.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
         # once, in the main process, and have every process read that tokenizer.
-        saved = Path(a.out) / "tokenizer"
-        if d.main and not (saved / "tokenizer.json").is_file():
-            load_tokenizer(spec, load_documents(a.corpus, "train").texts).save(saved)
-        if d.world > 1:
+        saved = Path(args.out) / "tokenizer"
+        if proc.main and not (saved / "tokenizer.json").is_file():
+            load_tokenizer(spec, load_documents(args.corpus, "train").texts).save(saved)
+        if proc.world > 1:
             dist.barrier()
         spec = str(saved)
     tok = load_tokenizer(spec)
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
-    drop = {} if a.dropout is None else dict.fromkeys(names, a.dropout)
-    model, data = _model_and_corpus(S, tok, a.corpus, a.seed, Path(a.out) / "cache", **drop)
-    kw = {"resume": a.resume, "scale": a.scale, "device": a.device, "stop_after": a.stop_after}
-    return pretrain(model, tok, data, cfg, a.out, progress=not a.no_progress, **kw)
+    drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
+    model, data = _model_and_corpus(
+        S, tok, args.corpus, args.seed, Path(args.out) / "cache", **drop
+    )
+    kw = {
+        "resume": args.resume,
+        "scale": args.scale,
+        "device": args.device,
+        "stop_after": args.stop_after,
+    }
+    return pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)

@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from gpt1lib.paper import PAPER_RESULTS, PAPER_TABLE5, ablation_table, paper_table
-from gpt1lib.records import FIELDS, append_records, make_record, provenance, read_records
+from gpt1lib.records import (
+    FIELDS,
+    append_records,
+    make_record,
+    provenance,
+    read_records,
+    run_label,
+)
 from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
 
 
@@ -54,7 +61,7 @@ def test_table_4_keeps_missing_cells_and_averages_what_exists():
         _rec("mrpc", 75.0, "f1", split="test"),  # not the eval split: ignored
     ]
     t = paper_table("4", pd.DataFrame(recs))
-    run = "small · NVIDIA H100 80GB HBM3 · abc"
+    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
     assert list(t.index[:8]) == ["CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI-m", "QNLI", "RTE"]
     assert t.loc["SST-2", run] == 85.0 and t.loc["CoLA", run] == 20.0
     assert math.isnan(t.loc["MRPC", run]) and math.isnan(t.loc["QQP", run])
@@ -77,7 +84,7 @@ def test_ablation_table():
         _rec("sst2", 80.0, "accuracy", experiment="ablation:no_pretraining"),
     ]
     t = ablation_table(recs)
-    run = "small · NVIDIA H100 80GB HBM3 · abc"
+    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
     full = t.loc[f"{run}: Transformer w/ aux LM (full)"]
     assert full["CoLA"] == 30.0 and full["SST-2"] == 90.0 and math.isnan(full["RTE"])
     assert full["Avg"] == 60.0 and full["n"] == 2
@@ -97,3 +104,14 @@ def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
     f.write_text('{"x": 1}\n{"x": 2}\n')
     (tmp_path / "b.jsonl").write_text('{"y": 3}\n')
     assert sorted(_new_lines(tmp_path, before)) == ['{"x": 2}', '{"y": 3}']
+
+
+def test_run_labels_tell_reruns_apart():
+    base = {"scale": "cpu", "device": "cpu (x86_64, 2 threads)", "commit": "659788c", "seed": 0}
+    default = {**base, "experiment": "finetune", "config": {"lm_coef": 0.5, "n_transfer": None}}
+    assert run_label(default) == "cpu run, 2 CPU threads, commit 659788c, seed 0"
+    rerun = {**default, "seed": 1, "config": {"lm_coef": 0.0, "n_transfer": -1}}
+    assert run_label(rerun) == "cpu run, 2 CPU threads, commit 659788c, seed 1, λ 0, n_transfer -1"
+    # an experiment that varies a setting itself keeps one label for all its points
+    sweep = {**rerun, "experiment": "layer_transfer"}
+    assert run_label(sweep) == "cpu run, 2 CPU threads, commit 659788c, seed 1"

@@ -1,0 +1,106 @@
+"""Parameterized reruns, the book's third use: chapters executed with papermill at smoke scale.
+
+A default run and a rerun of a fine-tuning chapter (tasks given as one name and as a list, the
+rerun as a sweep through ``gpt1lib.reproduce``), the results chapter showing both as columns of
+their own, the layer-transfer chapter on a list of tasks, and the recorder on two chapters.
+They share one run folder, so the tiny model is pre-trained once.
+"""
+
+import json
+
+import pytest
+
+from gpt1lib import reproduce
+from gpt1lib.records import read_records
+from gpt1lib.reproduce import ROOT, record
+
+pm = pytest.importorskip("papermill")
+BOOK = ROOT / "book"
+
+
+def _run(chapter: str, out: str, **params) -> dict:
+    """Execute ``chapter`` at smoke scale; returns the executed notebook."""
+    pm.execute_notebook(
+        str(BOOK / f"{chapter}.ipynb"),
+        out,
+        parameters={"scale": "smoke", **params},
+        cwd=str(BOOK),
+        progress_bar=False,
+    )
+    return json.loads(open(out).read())
+
+
+def _text(nb: dict) -> str:
+    """Everything the executed cells printed or displayed, as one string."""
+    parts = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            parts += out.get("text", [])
+            for value in out.get("data", {}).values():
+                parts += value if isinstance(value, list) else [str(value)]
+    return "".join(parts)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One default run of chapter 05 on SST-2 (``tasks`` a plain string), then a sweep of
+    ``lm_coef`` over [0] with ``seed`` 1 and ``tasks`` a list."""
+    folder = tmp_path_factory.mktemp("papermill")
+    _run("05_classification", str(folder / "default.ipynb"), tasks="sst2", out_dir=str(folder))
+    params = {"tasks": ["sst2"], "seed": 1}
+    done = reproduce.sweep(
+        "05_classification", "lm_coef", [0.0], "smoke", params, folder, log=lambda *a: None
+    )
+    return folder, done
+
+
+def _finetune_records(folder):
+    rec = read_records(folder / "smoke" / "finetune")
+    return rec[rec.experiment == "finetune"]
+
+
+def test_papermill_reruns_record_exactly_their_parameters(runs):
+    folder, done = runs
+    assert [p.name for p in done] == ["05_classification-lm_coef-0.0.ipynb"]
+    rec = _finetune_records(folder)
+    assert set(rec.task) == {"sst2"}  # one name or a list of one: no CoLA
+    settings = {(r["seed"], r["config"]["lm_coef"]) for r in rec.to_dict("records")}
+    assert settings == {(0, 0.5), (1, 0.0)}  # the default run and the rerun, nothing else
+
+
+def test_papermill_results_chapter_shows_the_rerun_as_its_own_column(runs):
+    folder, _ = runs
+    empty = folder / "no_recorded_runs"
+    empty.mkdir(exist_ok=True)
+    text = _text(
+        _run("09_results", str(folder / "09.ipynb"), out_dir=str(folder), results_dir=str(empty))
+    )
+    assert "smoke run, " in text and ", seed 0" in text
+    assert ", seed 1, λ 0" in text  # the rerun: its own column, named by what it changed
+
+
+def test_papermill_layer_transfer_takes_a_list_of_tasks(tmp_path, runs):
+    folder, _ = runs
+    _run("10_layer_transfer", str(tmp_path / "10.ipynb"), tasks=["rte"], out_dir=str(folder))
+    rec = read_records(folder / "smoke" / "layer_transfer")
+    assert set(rec.task) == {"rte"}
+    assert sorted({c["n_transfer"] for c in rec.config}) == [-1, 0, 1, 2]  # none .. all blocks
+
+
+def test_papermill_recorder_keeps_a_manifest_and_skips_what_is_done(tmp_path):
+    out, results, said = tmp_path / "runs", tmp_path / "results", []
+    only = {"02_model", "04_finetuning"}
+    manifest = record("smoke", {}, out, results, set(), only, log=said.append)
+    assert set(manifest) == only
+    for entry in manifest.values():
+        assert entry["commit"] and entry["wall_time_s"] > 0
+        assert entry["parameters"]["scale"] == "smoke"
+    assert (results / "smoke" / "04_finetuning.jsonl").read_text().strip()
+    said.clear()
+    assert record("smoke", {}, out, results, set(), only, log=said.append) == manifest
+    assert len(said) == 2 and all("skipped" in line for line in said)
+
+
+def test_papermill_sweep_refuses_an_unknown_parameter(tmp_path):
+    with pytest.raises(ValueError, match="no parameter 'lambda'"):
+        reproduce.sweep("05_classification", "lambda", [0], "smoke", {}, tmp_path)
