@@ -20,7 +20,6 @@ What is not copied keeps its fresh N(0, 0.02) initialisation.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import time
@@ -190,8 +189,11 @@ def batches(
     batch_size: int,
     rng: random.Random | None,
     length_grouped: bool = True,
+    drop_last: bool = False,
 ) -> list[list[int]]:
-    """Batches of indices: shuffled (with ``rng``), grouped by length when asked.
+    """Batches of indices: shuffled (with ``rng``), grouped by length when asked, and with
+    ``drop_last`` only full batches (training, as the released code: the shuffled order's last
+    ``len(items) % batch_size`` examples sit out that epoch).
 
     Length grouping sorts each window of 50 batches by length before cutting it, then shuffles
     the batches, so padding is small and the order still random.
@@ -199,6 +201,8 @@ def batches(
     idx = list(range(len(items)))
     if rng is not None:
         rng.shuffle(idx)
+    if drop_last:
+        idx = idx[: len(idx) - len(idx) % batch_size]
     if length_grouped:
         window = 50 * batch_size
         key = lambda i: max(len(q) for q in items[i].seqs)  # noqa: E731
@@ -279,9 +283,9 @@ def _check_examples(task: TaskSpec, train, evals: dict) -> None:
 def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) -> float:
     """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss."""
     model.train()
-    order = batches(items, cfg.batch_size, rng)
+    order = batches(items, cfg.batch_size, rng, drop_last=True)
     loss_sum = torch.zeros((), device=device)
-    for step, b in enumerate(order, start=(epoch - 1) * len(order) + 1):
+    for step, b in enumerate(order, start=(epoch - 1) * len(order)):  # updates taken before
         batch = collate([items[j] for j in b]).to(device, non_blocking=True)
         lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
 
@@ -335,7 +339,10 @@ def finetune(
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     rng = random.Random(cfg.seed)
-    total = math.ceil(len(train_items) / cfg.batch_size) * cfg.epochs
+    total = len(train_items) // cfg.batch_size * cfg.epochs  # full batches only
+    if total == 0:
+        n, bs = len(train_items), cfg.batch_size
+        raise ValueError(f"{n} training examples do not fill one batch of {bs}: no update")
     model_cfg = asdict(model.transformer.config)
     base = {
         "experiment": cfg.experiment,

@@ -4,8 +4,11 @@ AdamW (β 0.9/0.999, ε 1e-8, the released code's) with decoupled weight decay (
 Hutter, the paper's "modified L2 regularization") on every weight of rank >= 2, embeddings
 included, and none on biases and LayerNorm gains: the released code's scope. Gradients are
 clipped to one global norm of 1.0 (the released code; the paper does not say). Pre-training
-warms up linearly from 0 and anneals on a cosine to 0 (§4.1); fine-tuning warms up over 0.2% of
-training and decays linearly to 0 (the released code's ``warmup_linear``).
+warms up linearly from 0 and anneals on a cosine to 0 (§4.1). Fine-tuning follows the released
+code (opt.py ``warmup_linear``, applied in ``adam`` at ``t / t_total`` with ``t`` the updates
+already taken): the rate of update ``t`` (counted from 0, so the first update has rate 0) is
+``lr * warmup_linear(t / total, 0.002)``, the warm-up ``x / warmup`` multiplied by ``1 - x`` as
+well, and ``total`` counts only full batches (train.py drops the last partial batch of an epoch).
 
 ``train_step`` is the update of pre-training, fine-tuning and the benchmark alike.
 """
@@ -55,9 +58,11 @@ def cosine_lr(step: int, max_lr: float, warmup_steps: int, total_steps: int) -> 
 
 
 def warmup_linear(x: float, warmup: float) -> float:
-    """Fine-tuning's rate factor at fraction ``x`` of training: ``x / warmup`` during warm-up,
-    then ``1 - x`` (linear decay to 0)."""
-    return x / warmup if x < warmup else max(0.0, 1.0 - x)
+    """Fine-tuning's rate factor at fraction ``x`` (from 0) of training, the released code's:
+    ``(x / warmup if x <= warmup else 1) * (1 - x)``: 0 at the first update, a linear rise over
+    the warm-up, linear decay to 0 (``warmup`` 0: no warm-up)."""
+    rise = x / warmup if 0 < warmup and x <= warmup else 1.0
+    return rise * max(0.0, 1.0 - x)
 
 
 def train_step(

@@ -124,10 +124,38 @@ def test_n_transfer_copies_exactly_the_embeddings_and_first_k_blocks(k):
     assert len(transfer(src, GPT(preset("tiny", vocab_size=V)), 1)) == 2 + 12
 
 
-def test_warmup_linear_schedule():
-    assert warmup_linear(0.001, 0.002) == pytest.approx(0.5)
+def test_warmup_linear_is_the_released_codes():
+    # opt.py: (x / warmup if x <= warmup else 1) * (1 - x), at x = updates taken / total
+    assert warmup_linear(0.0, 0.002) == 0.0
+    assert warmup_linear(0.001, 0.002) == pytest.approx(0.5 * 0.999)
+    assert warmup_linear(0.002, 0.002) == pytest.approx(0.998)
     assert warmup_linear(0.5, 0.002) == pytest.approx(0.5)
     assert warmup_linear(1.0, 0.002) == 0.0
+    assert warmup_linear(0.0, 0.0) == 1.0  # no warm-up
+
+
+def test_schedule_starts_at_update_0_and_drops_the_last_partial_batch(monkeypatch):
+    import gpt1lib.finetune as ft
+
+    rates = []
+
+    def spy(model, opt, lr, losses, grad_clip=1.0):
+        rates.append(lr)
+        return sum(loss.detach() for loss in losses)
+
+    monkeypatch.setattr(ft, "train_step", spy)
+    train = [Example((f"w{i} x",), label=i % 2) for i in range(21)]
+    dev = [Example(("w1 x",), label=1)]
+    cfg = FinetuneConfig(lr=1e-3, batch_size=4, epochs=2, bf16=False)
+    pre = GPT(preset("tiny", vocab_size=V))
+    finetune(pre, Tok(), "sst2", train, {"dev": dev}, cfg, progress=False)
+    total = 21 // 4 * 2  # 5 full batches an epoch; the 21st example sits out
+    assert len(rates) == total == 10
+    assert rates[0] == 0.0  # warm-up from update 0: the first update has rate 0
+    assert rates[1] == pytest.approx(1e-3 * (1 - 1 / 10))  # past 0.2%: (1 - x)
+    assert rates[-1] == pytest.approx(1e-3 / 10)  # x = 9/10 at the last update
+    with pytest.raises(ValueError, match="do not fill one batch"):
+        finetune(pre, Tok(), "sst2", train[:3], {"dev": dev}, cfg, progress=False)
 
 
 def test_metrics_agree_with_sklearn_and_scipy():

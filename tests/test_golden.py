@@ -45,14 +45,14 @@ TRAIN_LOSS = [
 VAL_LOSS = [6.165398597717285, 5.95562744140625]
 GREEDY = [92, 223, 220, 55, 55, 55, 55, 55, 55, 55, 55, 55, 55, 55, 55]
 FINETUNE = [
-    (1, "train_loss", "loss", 3.7402594089508057),
-    (1, "dev", "accuracy", 58.333333333333336),
-    (2, "train_loss", "loss", 3.4424357414245605),
+    (1, "train_loss", "loss", 3.772336959838867),
+    (1, "dev", "accuracy", 50.0),
+    (2, "train_loss", "loss", 3.499114751815796),
     (2, "dev", "accuracy", 50.0),
-    (3, "train_loss", "loss", 3.297423839569092),
+    (3, "train_loss", "loss", 3.339529514312744),
     (3, "dev", "accuracy", 50.0),
-    (4, "train_loss", "loss", 3.2019174098968506),
-    (4, "dev", "accuracy", 62.5),
+    (4, "train_loss", "loss", 3.227710485458374),
+    (4, "dev", "accuracy", 50.0),
 ]
 
 
