@@ -252,12 +252,13 @@ def evaluate(
 
 @dataclass
 class FinetuneResult:
-    """Metrics by epoch and split, the best epoch, and the trained model."""
+    """Metrics by epoch and split, the first eval split's metrics at the last epoch, and the
+    trained model. Nothing is selected on any split: the result is the last epoch's (the
+    paper's recipe is a fixed 3 epochs), never the best epoch of the split it reports."""
 
     task: str
     metrics: pd.DataFrame  # epoch, split, metric, value
-    best: dict[str, float]  # the eval split's metrics at the best epoch
-    best_epoch: int
+    final: dict[str, float]  # the first eval split's metrics after the last epoch
     wall_time: float
     train_time: float
     model: TaskModel = field(repr=False)
@@ -315,8 +316,9 @@ def finetune(
 ) -> FinetuneResult:
     """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
 
-    ``evals`` maps a split name to labelled examples; the first is the one the best epoch is
-    chosen on. With ``out_dir``, the records are appended to ``out_dir/records.jsonl``.
+    ``evals`` maps a split name to labelled examples, each scored after every epoch; the
+    result's ``final`` holds the first one's metrics after the last epoch (no epoch is chosen
+    on any split). With ``out_dir``, the records are appended to ``out_dir/records.jsonl``.
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
@@ -353,8 +355,7 @@ def finetune(
         "data": data,
         **provenance(device),
     }
-    records, best, best_epoch, train_time = [], None, 0, 0.0
-    main_split, key = next(iter(evals)), task.metrics[0]
+    records, train_time = [], 0.0
     bar = tqdm(total=total, disable=not progress, desc=f"{task.name}", unit="step")
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
@@ -367,15 +368,14 @@ def finetune(
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
             records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
-        if best is None or epoch_metrics[main_split][key] > best[key]:
-            best, best_epoch = dict(epoch_metrics[main_split]), epoch
     bar.close()
     if out_dir:
         append_records(Path(out_dir) / "records.jsonl", records)
     wall = time.perf_counter() - t_start
     metrics = pd.DataFrame(records)[["step", "split", "metric", "value"]]
     metrics = metrics.rename(columns={"step": "epoch"})
-    return FinetuneResult(task.name, metrics, best, best_epoch, wall, train_time, model, records)
+    final = dict(epoch_metrics[next(iter(evals))])
+    return FinetuneResult(task.name, metrics, final, wall, train_time, model, records)
 
 
 def _records(metrics: dict[str, float], **fields) -> list[dict]:

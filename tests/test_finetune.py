@@ -187,6 +187,19 @@ def test_a_short_run_learns_the_fixture(tmp_path):
     assert (tmp_path / "records.jsonl").is_file()
 
 
+def test_nothing_is_selected_on_the_reported_split(monkeypatch):
+    import gpt1lib.finetune as ft
+
+    scores = iter([90.0, 70.0, 50.0])  # the eval split's accuracy falls epoch by epoch
+    monkeypatch.setattr(ft, "evaluate", lambda *a, **k: {"accuracy": next(scores)})
+    train = [Example((f"w{i}",), label=i % 2) for i in range(8)]
+    cfg = FinetuneConfig(batch_size=4, epochs=3, bf16=False)
+    pre = GPT(preset("tiny", vocab_size=V))
+    r = finetune(pre, Tok(), "sst2", train, {"test": train[:2]}, cfg, progress=False)
+    assert r.final == {"accuracy": 50.0}  # the last epoch, not the best one
+    assert not hasattr(r, "best") and not hasattr(r, "best_epoch")
+
+
 def test_unlabelled_or_wrong_answer_count_is_refused():
     pre = GPT(preset("tiny", vocab_size=V))
     with pytest.raises(ValueError, match="unlabelled"):
