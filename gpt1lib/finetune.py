@@ -8,10 +8,11 @@ last index" of a padded batch). The only new parameters are W_y and the embeddin
 special tokens. Heads, as in the released code: classification and entailment read one extract
 vector; similarity ADDS the extract vectors of its two orders, then W_y; multiple choice maps
 each answer's extract vector to one scalar and takes a softmax over the answers, with ONE
-classifier-dropout mask shared by an example's answers. STS-B is a regression: W_y gives one
-number and the loss is the mean squared error to the gold 0-5 score (the paper does not say;
-the choice is ours). The loss is ``mean(task loss) + lambda * mean(per-sequence mean LM loss
-over the whole transformed sequence)``, as in the released code (``loss.task_loss``).
+classifier-dropout mask shared by an example's answers. STS-B, scored on a scale of 0 to 5, is
+trained by default on the released code's soft labels over 6 classes and predicts the expected
+score (``regression="soft_labels"``), or with one output on the squared error (``"mse"``); see
+``loss``. The loss is ``mean(task loss) + lambda * mean(per-sequence mean LM loss over the whole
+transformed sequence)``, as in the released code (``loss.task_loss``).
 
 Layer transfer (§5, Figure 2 left), the released code's meaning: ``n_transfer = K`` copies the
 embeddings and the first K blocks; K = 0 copies the embeddings only; K = -1 copies nothing.
@@ -34,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .fast import FastGPT
-from .loss import task_loss
+from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, provenance
@@ -48,7 +49,7 @@ from .tasks import (
     get_task,
     load_examples,
 )
-from .transforms import Batch, Encoded, collate, encode_example
+from .transforms import Batch, Encoded, batches, collate, encode_example
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class FinetuneConfig:
     grad_clip: float = 1.0
     lm_coef: float = 0.5  # lambda of L3; 0 for the "w/o aux LM" ablation
     clf_pdrop: float = 0.1
+    regression: str = "soft_labels"  # STS-B's head: the released code's soft labels, or "mse"
     n_transfer: int | None = None  # blocks transferred (None: all; 0: embeddings; -1: nothing)
     max_len: int | None = None  # longest sequence (None: the model's context)
     eval_batch_size: int = 64
@@ -77,22 +79,33 @@ class TaskModel(nn.Module):
     """GPT-1 (or the LSTM baseline) with the special tokens and the task head W_y of one task
     family."""
 
-    def __init__(self, transformer: nn.Module, task: TaskSpec, clf_pdrop: float = 0.1) -> None:
+    def __init__(
+        self,
+        transformer: nn.Module,
+        task: TaskSpec,
+        clf_pdrop: float = 0.1,
+        regression: str = "soft_labels",
+    ) -> None:
         super().__init__()
         if transformer.config.n_special < len(SPECIAL_TOKENS):
             raise ValueError("the transformer has no special tokens: call add_special_tokens()")
+        if regression not in REGRESSIONS:
+            raise ValueError(f"regression={regression!r}: choose one of {REGRESSIONS}")
         self.transformer = transformer
         self.family = task.family
-        self.regression = task.family == "similarity" and not task.labels
-        n_out = 1 if self.regression or task.family == "multiple_choice" else len(task.labels)
+        # None for a task with classes or answers; else how its score is trained (STS-B)
+        self.regression = regression if task.family == "similarity" and not task.labels else None
+        n_out = {None: len(task.labels), "mse": 1, "soft_labels": STSB_CLASSES}[self.regression]
+        n_out = 1 if task.family == "multiple_choice" else n_out
         self.head = nn.Linear(transformer.config.n_embd, n_out)  # W_y
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
         self.clf_pdrop = clf_pdrop
 
     def forward(self, batch: Batch, lm: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The task scores (examples, classes or answers; (examples,) for STS-B), and with
-        ``lm`` the auxiliary L1, the mean of each sequence's mean over its real tokens."""
+        """The task scores (examples, classes or answers; STS-B: (examples, 6) logits, or
+        (examples,) with MSE), and with ``lm`` the auxiliary L1, the mean of each sequence's mean
+        over its real tokens."""
         l1 = None
         if lm:
             out = self.transformer(
@@ -116,7 +129,7 @@ class TaskModel(nn.Module):
             keep = torch.full(shape, 1 - self.clf_pdrop, device=h.device, dtype=h.dtype)
             h = h * torch.bernoulli(keep) / (1 - self.clf_pdrop)
         scores = self.head(h)
-        if self.family == "multiple_choice" or self.regression:
+        if self.family == "multiple_choice" or self.regression == "mse":
             scores = scores.squeeze(-1)
         return scores, l1
 
@@ -155,17 +168,18 @@ def build_task_model(
     clf_pdrop: float = 0.1,
     seed: int = 0,
     max_len: int | None = None,
+    regression: str = "soft_labels",
 ) -> TaskModel:
     """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT-1, run as ``FastGPT``, or the
     LSTM) with the special tokens, given ``n_transfer`` layers of ``pretrained``, and a new
-    head W_y for ``task``."""
+    head W_y for ``task`` (``regression``: STS-B's, see ``TaskModel``)."""
     cfg = pretrained.config
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     cfg = replace(cfg, n_special=n_special, n_ctx=min(cfg.n_ctx, max_len or cfg.n_ctx))
     seed_everything(seed)
     fresh = FastGPT(cfg) if isinstance(pretrained, GPT) else type(pretrained)(cfg)
     transfer(pretrained, fresh, n_transfer)
-    return TaskModel(fresh, task, clf_pdrop)
+    return TaskModel(fresh, task, clf_pdrop, regression)
 
 
 # ---------------------------------------------------------------- data and metrics
@@ -181,35 +195,6 @@ def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> 
                 f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; the task has {n}"
             )
         out.append(encode_example(ex, task.family, tok, n_ctx))
-    return out
-
-
-def batches(
-    items: Sequence[Encoded],
-    batch_size: int,
-    rng: random.Random | None,
-    length_grouped: bool = True,
-    drop_last: bool = False,
-) -> list[list[int]]:
-    """Batches of indices: shuffled (with ``rng``), grouped by length when asked, and with
-    ``drop_last`` only full batches (training, as the released code: the shuffled order's last
-    ``len(items) % batch_size`` examples sit out that epoch).
-
-    Length grouping sorts each window of 50 batches by length before cutting it, then shuffles
-    the batches, so padding is small and the order still random.
-    """
-    idx = list(range(len(items)))
-    if rng is not None:
-        rng.shuffle(idx)
-    if drop_last:
-        idx = idx[: len(idx) - len(idx) % batch_size]
-    if length_grouped:
-        window = 50 * batch_size
-        key = lambda i: max(len(q) for q in items[i].seqs)  # noqa: E731
-        idx = [i for w in range(0, len(idx), window) for i in sorted(idx[w : w + window], key=key)]
-    out = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
-    if rng is not None and length_grouped:
-        rng.shuffle(out)
     return out
 
 
@@ -246,7 +231,10 @@ def evaluate(
 ) -> dict[str, float]:
     """The task's metrics on labelled ``items``."""
     scores = predict(model, items, batch_size, device, bf16)
-    preds = scores if model.regression else scores.argmax(-1)
+    if model.regression:  # STS-B: the predicted score
+        preds = regression_predictions(torch.from_numpy(scores), model.regression).numpy()
+    else:
+        preds = scores.argmax(-1)
     return compute_metrics(task, preds, np.array([e.label for e in items]))
 
 
@@ -329,7 +317,9 @@ def finetune(
             f"{pretrained.config.vocab_size}: fine-tune with the model's own tokenizer"
         )
     t_start = time.perf_counter()
-    model = build_task_model(pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len)
+    model = build_task_model(
+        pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len, cfg.regression
+    )
     model.to(device)
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)

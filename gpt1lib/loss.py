@@ -4,6 +4,16 @@
 time, so that the (tokens x vocabulary) logits never exist at full size: the training loops'
 L1 (``fast.FastGPT`` and the LSTM use it). ``task_loss`` is the fine-tuning objective of §3.2,
 L3 = L2 + lambda * L1, as a loss to minimise.
+
+STS-B's gold label is a score in [0, 5]. The paper does not say how it was trained; the
+released code does in part: utils.py defines ``stsb_label_encoding``, the soft labels of the
+Tree-LSTM paper (Tai, Socher & Manning 2015) over 6 classes, and train.py trains STS-B on
+encoded labels (``trYt``) where every other task uses the labels as they are. That is the
+default here (``regression="soft_labels"``): W_y gives 6 logits, the loss is Tai et al.'s KL
+divergence from the soft label to the softmax, and the prediction is the softmax's expected
+score, ``sum_i i * p_i`` (Tai et al.'s). The released code keeps neither its loss nor its
+prediction for STS-B, so those two follow Tai et al. ``regression="mse"`` is the other head:
+one output, trained on the squared error to the gold score.
 """
 
 from __future__ import annotations
@@ -119,23 +129,59 @@ def fused_lm_loss(
     return _LinearCrossEntropy.apply(h, W, t, w, n_tokens, chunk, grads)
 
 
+#: Classes of STS-B's soft labels: the scores 0, 1, ..., 5 (utils.py's ``nclass=6``).
+STSB_CLASSES = 6
+#: The heads of a task scored on a scale (STS-B): the released code's soft labels, or MSE.
+REGRESSIONS = ("soft_labels", "mse")
+
+
+def soft_labels(labels: torch.Tensor, n_class: int = STSB_CLASSES) -> torch.Tensor:
+    """The released code's ``stsb_label_encoding`` (after Tai et al.): each gold score y in
+    [0, n_class - 1] puts ``floor(y) + 1 - y`` on class floor(y) and ``y - floor(y)`` on class
+    floor(y) + 1, so that the label's expected class is y itself. (examples,) -> (examples,
+    n_class)."""
+    y = labels.detach().float()
+    if y.numel() and not (0 <= y.min() and y.max() <= n_class - 1):
+        raise ValueError(f"scores must lie in [0, {n_class - 1}]; got {y.min()}..{y.max()}")
+    low = y.floor()
+    out = torch.zeros(y.numel(), n_class, device=y.device)
+    out.scatter_(1, low.long()[:, None], (1 + low - y)[:, None])
+    up = (low.long() + 1).clamp(max=n_class - 1)  # y = 5: weight 0 on the (clamped) next class
+    return out.scatter_add_(1, up[:, None], (y - low)[:, None])
+
+
+def regression_predictions(scores: torch.Tensor, regression: str) -> torch.Tensor:
+    """The predicted score of a regression head's outputs: the expected class under the
+    softmax (soft labels, (examples, classes)) or the output itself (mse, (examples,))."""
+    if regression == "mse":
+        return scores.float()
+    p = scores.float().softmax(-1)
+    return p @ torch.arange(p.size(-1), dtype=p.dtype, device=p.device)
+
+
 def task_loss(
     scores: torch.Tensor,
     labels: torch.Tensor,
-    regression: bool,
+    regression: str | None,
     l1: torch.Tensor | None,
     lm_coef: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """L3 as a loss to minimise: (total, task part L2, LM part L1), each a mean over the batch.
 
     L2 is the cross-entropy of the task ``scores`` (examples, classes or answers) against
-    ``labels``, or for a ``regression`` head (STS-B) the squared error to the gold score. ``l1``
-    is the auxiliary LM loss (None, or ``lm_coef`` 0: L2 alone).
+    ``labels``; for a ``regression`` head (STS-B) the KL divergence from the soft labels to the
+    softmax ("soft_labels") or the squared error to the gold score ("mse"). ``l1`` is the
+    auxiliary LM loss (None, or ``lm_coef`` 0: L2 alone).
     """
-    if regression:
+    if regression == "soft_labels":
+        target = soft_labels(labels, scores.size(-1))
+        l2 = F.kl_div(scores.float().log_softmax(-1), target, reduction="batchmean")
+    elif regression == "mse":
         l2 = F.mse_loss(scores.float(), labels.float())
-    else:
+    elif regression is None:
         l2 = F.cross_entropy(scores.float(), labels)
+    else:
+        raise ValueError(f"regression={regression!r}: use None or one of {REGRESSIONS}")
     if lm_coef == 0 or l1 is None:
         return l2, l2, torch.zeros_like(l2)
     return l2 + lm_coef * l1, l2, l1

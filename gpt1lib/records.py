@@ -109,8 +109,8 @@ def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
 def run_label(rec) -> str:
     """How a table names the run a number came from, e.g. "cpu run, 2 CPU threads, commit
     659788c, seed 0": its scale, device, commit and seed, and for fine-tuning runs the settings
-    a rerun may change (lambda when it is not the paper's 0.5, the blocks transferred), so that
-    two reruns never share a column."""
+    a rerun may change (lambda when it is not the paper's 0.5, the blocks transferred, STS-B's
+    squared-error head), so that two reruns never share a column."""
     device = str(rec.get("device") or "?")
     if device.startswith("cpu ("):  # "cpu (x86_64, 2 threads)"
         device = f"{device.split(', ')[-1].split()[0]} CPU threads"
@@ -121,4 +121,6 @@ def run_label(rec) -> str:
             label += f", λ {config['lm_coef']:g}"
         if config.get("n_transfer") is not None:
             label += f", n_transfer {config['n_transfer']}"
+        if config.get("regression") == "mse":  # STS-B's head, where not the soft labels
+            label += ", STS-B mse"
     return label

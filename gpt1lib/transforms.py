@@ -20,6 +20,7 @@ too long does it lose tokens from its own end. (The released code cut Story Cloz
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,6 +129,35 @@ def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None
         dtype = torch.float32 if any(isinstance(e.label, float) for e in items) else torch.long
         labels = torch.tensor([e.label for e in items], dtype=dtype)
     return Batch(ids, extract, mask, labels, n_seq)
+
+
+def batches(
+    items: Sequence[Encoded],
+    batch_size: int,
+    rng: random.Random | None,
+    length_grouped: bool = True,
+    drop_last: bool = False,
+) -> list[list[int]]:
+    """Batches of indices: shuffled (with ``rng``), grouped by length when asked, and with
+    ``drop_last`` only full batches (training, as the released code: the shuffled order's last
+    ``len(items) % batch_size`` examples sit out that epoch).
+
+    Length grouping sorts each window of 50 batches by length before cutting it, then shuffles
+    the batches, so padding is small and the order still random.
+    """
+    idx = list(range(len(items)))
+    if rng is not None:
+        rng.shuffle(idx)
+    if drop_last:
+        idx = idx[: len(idx) - len(idx) % batch_size]
+    if length_grouped:
+        window = 50 * batch_size
+        key = lambda i: max(len(q) for q in items[i].seqs)  # noqa: E731
+        idx = [i for w in range(0, len(idx), window) for i in sorted(idx[w : w + window], key=key)]
+    out = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
+    if rng is not None and length_grouped:
+        rng.shuffle(out)
+    return out
 
 
 def token_strings(enc: Encoded, tok, longest: int | None = None) -> list[str]:

@@ -16,7 +16,7 @@ from gpt1lib.finetune import (
     finetune,
     transfer,
 )
-from gpt1lib.loss import task_loss
+from gpt1lib.loss import regression_predictions, soft_labels, task_loss
 from gpt1lib.model import lm_loss
 from gpt1lib.optim import warmup_linear
 from gpt1lib.tasks import Example, compute_metrics, get_task, load_examples
@@ -95,13 +95,50 @@ def test_loss_is_the_formula():
     assert torch.allclose(per_sequence, torch.stack(per_seq))
 
 
-def test_stsb_is_a_regression_with_mse():
+def test_stsb_soft_labels_are_the_released_encoding():
+    # utils.stsb_label_encoding: y - floor(y) on class floor(y) + 1, the rest on floor(y)
+    got = soft_labels(torch.tensor([0.0, 2.4, 3.8, 5.0, 1.0]))
+    expected = torch.tensor(
+        [
+            [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.6, 0.4, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.2, 0.8, 0.0],
+            [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            [0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    assert torch.allclose(got, expected, atol=1e-6)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 5\]"):
+        soft_labels(torch.tensor([5.5]))
+
+
+def test_stsb_default_head_is_six_classes_kl_and_the_expected_score():
     m = _model("stsb")
+    assert m.regression == "soft_labels" and m.head.out_features == 6
     batch = _batch("stsb", [Example(("a b", "c"), label=3.5), Example(("d", "e f"), label=1.0)])
     scores, l1 = m(batch)
-    assert scores.shape == (2,)
+    assert scores.shape == (2, 6)
+    loss, l2, _ = task_loss(scores, batch.labels, m.regression, l1, 0.0)
+    target = torch.tensor([[0, 0, 0, 0.5, 0.5, 0], [0, 1.0, 0, 0, 0, 0]])
+    logp = scores.log_softmax(-1)
+    kl = (target * (target.clamp_min(1e-12).log() - logp)).sum(-1).mean()  # Tai et al.'s loss
+    assert torch.allclose(l2, kl, atol=1e-6)
+    expected = (logp.exp() * torch.arange(6.0)).sum(-1)  # the prediction: sum_i i p_i
+    assert torch.allclose(regression_predictions(scores, "soft_labels"), expected)
+
+
+def test_stsb_mse_is_kept_as_an_option():
+    torch.manual_seed(0)
+    gpt = GPT(preset("tiny", vocab_size=V, n_ctx=64)).add_special_tokens()
+    m = TaskModel(gpt, get_task("stsb"), regression="mse").eval()
+    batch = _batch("stsb", [Example(("a b", "c"), label=3.5), Example(("d", "e f"), label=1.0)])
+    scores, l1 = m(batch)
+    assert scores.shape == (2,) and m.head.out_features == 1
     loss, l2, _ = task_loss(scores, batch.labels, m.regression, l1, 0.0)
     assert torch.allclose(l2, ((scores - torch.tensor([3.5, 1.0])) ** 2).mean())
+    assert _model("sst2").regression is None  # a task with classes has no regression head
+    with pytest.raises(ValueError, match="regression='l1'"):
+        TaskModel(gpt, get_task("stsb"), regression="l1")
 
 
 @pytest.mark.parametrize("k", [-1, 0, 1, 2])

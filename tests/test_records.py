@@ -112,6 +112,8 @@ def test_run_labels_tell_reruns_apart():
     assert run_label(default) == "cpu run, 2 CPU threads, commit 659788c, seed 0"
     rerun = {**default, "seed": 1, "config": {"lm_coef": 0.0, "n_transfer": -1}}
     assert run_label(rerun) == "cpu run, 2 CPU threads, commit 659788c, seed 1, λ 0, n_transfer -1"
+    mse = {**default, "config": {"lm_coef": 0.5, "n_transfer": None, "regression": "mse"}}
+    assert run_label(mse) == "cpu run, 2 CPU threads, commit 659788c, seed 0, STS-B mse"
     # an experiment that varies a setting itself keeps one label for all its points
     sweep = {**rerun, "experiment": "layer_transfer"}
     assert run_label(sweep) == "cpu run, 2 CPU threads, commit 659788c, seed 1"
