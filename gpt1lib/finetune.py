@@ -194,7 +194,7 @@ def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> 
             raise ValueError(
                 f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; the task has {n}"
             )
-        out.append(encode_example(ex, task.family, tok, n_ctx))
+        out.append(encode_example(ex, task.family, tok, n_ctx, task.truncation))
     return out
 
 

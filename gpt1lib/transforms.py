@@ -10,32 +10,46 @@ the ``_classify_`` (extract) position:
 * multiple choice: ``_start_ context question _delimiter_ answer_k _classify_`` for each answer
   (no delimiter between context and question)
 
-Truncation, when a sequence would not fit ``n_ctx``: the special tokens and every answer are
-kept. For pairs, the longer side loses tokens from its end, one at a time, until the pair fits.
-For multiple choice, the context loses tokens from its end first (the same number for every
-answer, sized by the longest answer), then the question, and only if an answer alone is still
-too long does it lose tokens from its own end. (The released code cut Story Cloze's parts to
-``n_ctx // 2 - 2`` tokens each; this rule keeps more context when the answers are short.)
+Truncation, when a sequence would not fit ``n_ctx`` (``Encoded.truncated`` says it happened;
+``truncated_count`` counts a task's examples). The special tokens are always kept.
+
+* Story Cloze (``truncation="halves"``, the released code's rule: train.py ``transform_roc``
+  clips every part to ``max_len = n_ctx // 2 - 2`` tokens): the story and each ending are cut
+  to ``n_ctx // 2 - 2`` tokens apiece, each ending keeping its start as there. A story that is
+  cut keeps its END, the sentences nearest the ending (the released code keeps its start, but
+  at its ``n_ctx`` of 512 no 2016 story comes near 254 tokens, so that never happened there).
+* Every other task (the paper and the released code say nothing; the library's rule):
+  classification keeps the text's start; a pair (entailment, similarity) cuts the longer side
+  from its end, one token at a time, until the pair fits; multiple choice (RACE) keeps the
+  question and every answer whole and cuts the document from its end, by the same number of
+  tokens in every sequence (sized by the longest answer) so that all answers read the same
+  document, then the question, and an answer only if it alone cannot fit.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from .tasks import Example, Family
 
+#: How a task's inputs are cut to fit ``n_ctx`` (``TaskSpec.truncation``): the rule of its
+#: family, or Story Cloze's "halves".
+TRUNCATIONS = ("family", "halves")
+
 
 @dataclass(frozen=True)
 class Encoded:
     """One example as token sequences: 1 (classification, entailment), 2 (similarity: both
-    orders) or k (multiple choice: one per answer), each ending with ``_classify_``."""
+    orders) or k (multiple choice: one per answer), each ending with ``_classify_``;
+    ``truncated``: whether any of its tokens was cut to fit."""
 
     seqs: tuple[tuple[int, ...], ...]
     label: int | float | None
+    truncated: bool = field(default=False, compare=False)
 
     @property
     def extract(self) -> tuple[int, ...]:
@@ -54,36 +68,72 @@ def _trim_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list
     return a, b
 
 
-def encode_example(ex: Example, family: Family, tok, n_ctx: int) -> Encoded:
-    """The §3.3 token sequences of ``ex`` for a task of ``family``, each at most ``n_ctx``."""
+def _multiple_choice(context, question, answers, budget):
+    """The family's rule: cut the context from its end (then the question) to make room for
+    the longest answer; an answer is cut only if it alone does not fit."""
+    room = max(0, budget - max(len(a) for a in answers))
+    over = max(0, len(context) + len(question) - room)  # cut from the context's end first
+    cut = min(over, len(context))
+    context, question = context[: len(context) - cut], question[: len(question) - over + cut]
+    left = budget - len(context) - len(question)
+    truncated = over > 0 or any(len(a) > left for a in answers)
+    return context + question, [a[:left] for a in answers], truncated
+
+
+def _halves(context, question, answers, n_ctx):
+    """The released code's Story Cloze rule: every part at most ``n_ctx // 2 - 2`` tokens; a
+    context that is cut keeps its end (the text nearest the answers), each answer its start."""
+    cap = n_ctx // 2 - 2
+    text = context + question
+    truncated = len(text) > cap or max(len(a) for a in answers) > cap
+    return text[max(0, len(text) - cap) :], [a[:cap] for a in answers], truncated
+
+
+def encode_example(
+    ex: Example, family: Family, tok, n_ctx: int, truncation: str = "family"
+) -> Encoded:
+    """The §3.3 token sequences of ``ex`` for a task of ``family``, each at most ``n_ctx``,
+    cut by the ``truncation`` rule (``TaskSpec.truncation``: the family's, or "halves")."""
     s, d, c = tok.start, tok.delimiter, tok.classify
     if n_ctx < 4:
         raise ValueError(f"n_ctx={n_ctx} cannot hold _start_, _delimiter_, _classify_ and a token")
+    if truncation not in TRUNCATIONS or (truncation == "halves" and family != "multiple_choice"):
+        raise ValueError(f"truncation={truncation!r}: 'family', or 'halves' for multiple choice")
     if family == "classification":
         (text,) = ex.texts
-        seqs = [[s, *tok.encode(text)[: n_ctx - 2], c]]
+        ids = tok.encode(text)
+        seqs, truncated = [[s, *ids[: n_ctx - 2], c]], len(ids) > n_ctx - 2
     elif family in ("entailment", "similarity"):
-        a, b = _trim_pair(tok.encode(ex.texts[0]), tok.encode(ex.texts[1]), n_ctx - 3)
-        seqs = [[s, *a, d, *b, c]]
+        a0, b0 = tok.encode(ex.texts[0]), tok.encode(ex.texts[1])
+        a, b = _trim_pair(a0, b0, n_ctx - 3)
+        seqs, truncated = [[s, *a, d, *b, c]], len(a) + len(b) < len(a0) + len(b0)
         if family == "similarity":
             seqs.append([s, *b, d, *a, c])
     elif family == "multiple_choice":
         if not ex.answers:
             raise ValueError(f"example {ex.uid or ex.texts[:1]!r} has no answers")
-        context, question = tok.encode(ex.texts[0]), tok.encode(ex.texts[1])
-        answers = [tok.encode(a) for a in ex.answers]
-        budget = n_ctx - 3  # _start_, _delimiter_, _classify_
-        room = max(0, budget - max(len(a) for a in answers))
-        over = max(0, len(context) + len(question) - room)  # cut from the context's end first
-        cut = min(over, len(context))
-        context, question = context[: len(context) - cut], question[: len(question) - over + cut]
-        seqs = [
-            [s, *context, *question, d, *a[: budget - len(context) - len(question)], c]
-            for a in answers
-        ]
+        if truncation == "halves" and n_ctx < 6:
+            raise ValueError(f"n_ctx={n_ctx}: halves of n_ctx // 2 - 2 tokens need n_ctx >= 6")
+        parts = (
+            tok.encode(ex.texts[0]),
+            tok.encode(ex.texts[1]),
+            [tok.encode(a) for a in ex.answers],
+        )
+        if truncation == "halves":
+            text, answers, truncated = _halves(*parts, n_ctx)
+        else:  # budget: n_ctx less _start_, _delimiter_, _classify_
+            text, answers, truncated = _multiple_choice(*parts, n_ctx - 3)
+        seqs = [[s, *text, d, *a, c] for a in answers]
     else:
         raise ValueError(f"unknown family {family!r}; choose one of {Family.__args__}")
-    return Encoded(tuple(tuple(q) for q in seqs), ex.label)
+    return Encoded(tuple(tuple(q) for q in seqs), ex.label, truncated)
+
+
+def truncated_count(examples: Sequence[Example], task, tok, n_ctx: int) -> int:
+    """How many of ``examples`` of ``task`` (a ``TaskSpec``) lose tokens to fit ``n_ctx``."""
+    return sum(
+        encode_example(ex, task.family, tok, n_ctx, task.truncation).truncated for ex in examples
+    )
 
 
 @dataclass

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from gpt1lib.tasks import Example
-from gpt1lib.transforms import collate, encode_example
+from gpt1lib.tasks import Example, get_task
+from gpt1lib.transforms import collate, encode_example, truncated_count
 
 
 class WordTokenizer:
@@ -65,6 +65,39 @@ def test_truncation_trims_the_context_and_never_an_answer():
     assert enc.seqs[1][-5:] == (D, tok.ids["a2"], tok.ids["a3"], tok.ids["a4"], C)
     assert enc.seqs[0][:6] == enc.seqs[1][:6]  # the same context for every answer
     assert enc.seqs[0][1] == tok.ids["c0"]  # cut from the end of the context
+
+
+def test_story_cloze_truncation_is_the_released_halves_keeping_the_storys_end():
+    tok = WordTokenizer()
+    story = " ".join(f"s{i}" for i in range(10))
+    ex = Example((story, ""), answers=("e1 e2 e3", " ".join(f"f{i}" for i in range(8))), label=0)
+    assert get_task("story_cloze").truncation == "halves"
+    enc = encode_example(ex, "multiple_choice", tok, 16, "halves")  # parts of 16 // 2 - 2 = 6
+    kept = tuple(tok.ids[f"s{i}"] for i in range(4, 10))  # the story's last 6 tokens
+    assert enc.seqs[0] == (S, *kept, D, tok.ids["e1"], tok.ids["e2"], tok.ids["e3"], C)
+    assert enc.seqs[1] == (S, *kept, D, *(tok.ids[f"f{i}"] for i in range(6)), C)
+    assert [len(q) for q in enc.seqs] == [12, 15] and enc.truncated
+    short = encode_example(ex, "multiple_choice", tok, 64, "halves")
+    assert not short.truncated and short.seqs[0][1] == tok.ids["s0"]
+    # the family's rule on the same example cuts the story's END, the sentence nearest the endings
+    family = encode_example(ex, "multiple_choice", tok, 16)
+    assert family.seqs[0][1] == tok.ids["s0"] and tok.ids["s9"] not in family.seqs[0]
+    with pytest.raises(ValueError, match="'halves' for multiple choice"):
+        encode_example(Example(("a", "b")), "entailment", tok, 16, "halves")
+
+
+def test_truncated_flag_and_count():
+    tok = WordTokenizer()
+    long_text = " ".join(f"w{i}" for i in range(20))
+    assert encode_example(Example((long_text,)), "classification", tok, 10).truncated
+    assert not encode_example(Example(("a b",)), "classification", tok, 10).truncated
+    assert encode_example(Example((long_text, "h")), "entailment", tok, 10).truncated
+    assert not encode_example(Example(("p q", "h")), "similarity", tok, 10).truncated
+    exs = [Example((long_text,), label=0), Example(("a b",), label=1)]
+    assert truncated_count(exs, get_task("sst2"), tok, 10) == 1
+    # the flag does not take part in equality: an Encoded is its sequences and label
+    a = encode_example(Example((long_text,)), "classification", tok, 10)
+    assert a == type(a)(a.seqs, a.label)
 
 
 def test_collate_pads_right_and_points_at_classify():

@@ -86,6 +86,9 @@ class TaskSpec:
     digit_labels: bool = False  # files may give the class index as a digit ("0" / "1")
     no_gold: bool = False  # drop pairs without a gold label (gold_label "-"), as GLUE does
     race_levels: tuple[str, ...] = ()  # RACE: the school levels kept
+    # how inputs are cut to fit n_ctx (transforms.py): the family's rule, or "halves" (Story
+    # Cloze: each part n_ctx // 2 - 2 tokens at most, the released code's rule)
+    truncation: str = "family"
 
 
 _GLUE_NOTE = (
@@ -245,6 +248,7 @@ TASKS: dict[str, TaskSpec] = {
             paper_table="3", splits=("train", "test"), folders=("", "story_cloze", "storycloze"),
             # readers.find takes the one *.csv whose name says val / test (2016 if several)
             files=(("train", ("*val*.csv",)), ("test", ("*test*.csv",))), reader="story_cloze",
+            truncation="halves",
         ),
         TaskSpec(
             "dprd", "DPRD", "multiple_choice", n_answers=2, paper_split="", eval_split="test",
