@@ -403,6 +403,8 @@ SHARED_COUNTS = {
     # the train subsets: the largest file of each folder
     ("qnli", "train"): 8999, ("qqp", "train"): 8999, ("snli", "train"): 8999,
     ("mnli_m", "train"): 10000,
+    # QQP has no dev file there: its evaluation split is the 1,000 train pairs held apart
+    ("qqp", "dev"): 1000,
 }  # fmt: skip
 
 
@@ -426,6 +428,29 @@ def test_shared_data_labels_match_sources_md(shared_data):
     sst = load_examples("sst2", "dev", shared_data)[0]
     assert sst == Example(("it 's a charming and often affecting journey .",), label=1, uid="0")
     assert all(e.label is None for e in load_examples("sst2", "test", shared_data))
+
+
+def test_qqp_evaluates_on_the_held_apart_train_subset_where_there_is_no_dev_file(tmp_path):
+    import json
+
+    qqp = tmp_path / "glue" / "QQP"
+    qqp.mkdir(parents=True)
+
+    def write(name, n, start):
+        rows = {
+            str(i): {"text_a": f"q{start + i}?", "text_b": "b?", "label": "1"} for i in range(n)
+        }
+        (qqp / name).write_text(json.dumps(rows))
+
+    write("train_subset_1000.json", 2, 100)
+    with pytest.raises(FileNotFoundError, match="no QQP train file"):
+        load_examples("qqp", "train", tmp_path)  # the held-apart file is never training data
+    write("train_subset_8999.json", 3, 0)
+    train, dev = load_examples("qqp", "train", tmp_path), load_examples("qqp", "dev", tmp_path)
+    assert describe_source("qqp", "dev", tmp_path).endswith("train_subset_1000.json")
+    assert len(train) == 3 and len(dev) == 2
+    assert not {e.texts for e in train} & {e.texts for e in dev}
+    assert "held apart" in get_task("qqp").split_note
 
 
 def test_unavailable_names_the_missing_split(tmp_path):

@@ -61,8 +61,8 @@ def task_names(tasks: str | list[str] | tuple[str, ...]) -> list[str]:
 
 def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | None:
     """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
-    evaluation split is missing there, e.g. Story Cloze without its files, or QQP without a dev
-    file), or None when both load."""
+    evaluation split is missing there, e.g. Story Cloze without its files, or SciTail without a
+    train file), or None when both load."""
     spec = _spec(task)
     try:
         for split in dict.fromkeys(("train", spec.eval_split)):

@@ -120,14 +120,28 @@ def _jsonl(*stems: str) -> tuple[str, ...]:
 
 
 def _glue(
-    name, title, family, labels, *, folder, texts, columns, note, table="4", train=(), test=(), **kw
+    name,
+    title,
+    family,
+    labels,
+    *,
+    folder,
+    texts,
+    columns,
+    note,
+    table="4",
+    train=(),
+    dev=(),
+    test=(),
+    **kw,
 ) -> TaskSpec:
     """A GLUE task, compared on dev: the hub's ``texts`` columns, the TSV ``columns`` of
-    ``folder`` (``train`` / ``test``: file names tried after train.tsv / before test.tsv)."""
+    ``folder`` (``train`` / ``dev`` / ``test``: file names tried after train.tsv / after
+    dev.tsv / before test.tsv)."""
     return TaskSpec(
         name, title, family, labels, split_note=_GLUE_NOTE.format(table) + note,
         hub=_glue_hub(name, texts), paper_table=table, folders=_glue_folders(folder),
-        files=(("train", ("train.tsv", *train)), ("dev", ("dev.tsv",)),
+        files=(("train", ("train.tsv", *train)), ("dev", ("dev.tsv", *dev)),
                ("test", (*test, "test.tsv"))), columns=columns, **kw,
     )  # fmt: skip
 
@@ -220,13 +234,18 @@ TASKS: dict[str, TaskSpec] = {
               note="Dev: 408 pairs. MRPC's test labels are public in the original release: "
               "split 'test' reads msr_paraphrase_test.txt (labeled, the same 1,725 pairs as GLUE "
               "test) where the folder has it; the hub's test is unlabeled."),
+        # the shared data's two QQP subsets are one draw of train split 90/10: the 8,999 train,
+        # the 1,000 held apart are the evaluation split where there is no dev.tsv (named, not
+        # globbed, so that the held-apart file can never be read as training data)
         _glue("qqp", "QQP", "similarity", _PARAPHRASE, folder="QQP",
-              texts=("question1", "question2"), train=_SUBSETS,
+              texts=("question1", "question2"), train=("train_subset_8999.json",),
+              dev=("train_subset_1000.json",),
               columns=(("question1", "text_a"), ("question2", "text_b"), ("is_duplicate", "label")),
               digit_labels=True, metrics=("f1", "accuracy"),
-              note="Dev: 40,430 pairs, NOT in the shared data (hub or GLUE download); there, "
-              "train_subset_1000.json is a disjoint 10% of the same train draw and can stand in "
-              "if passed as the source file, said so."),
+              note="Dev: 40,430 pairs (the hub or the GLUE download). The shared data has no dev "
+              "file: there, the evaluation split 'dev' is train_subset_1000.json, 1,000 pairs of "
+              "QQP's TRAINING set held apart from the 8,999 of train_subset_8999.json (the other "
+              "10% of the same draw, disjoint from it), not GLUE's dev set; say so."),
         _glue("stsb", "STS-B", "similarity", (), folder="STS-B", texts=("sentence1", "sentence2"),
               columns=(("sentence1",), ("sentence2",), ("score",)), metrics=("pearson", "spearman"),
               note="Dev: 1,500 pairs; labels are similarity scores in [0, 5]."),
