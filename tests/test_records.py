@@ -5,7 +5,15 @@ import math
 import pandas as pd
 import pytest
 
-from gpt1lib.paper import PAPER_RESULTS, PAPER_TABLE5, ablation_table, paper_table
+from gpt1lib.paper import (
+    GLUE_ROW,
+    PAPER_RESULTS,
+    PAPER_TABLE5,
+    TABLE5_TASKS,
+    ablation_deltas,
+    ablation_table,
+    paper_table,
+)
 from gpt1lib.records import (
     FIELDS,
     append_records,
@@ -15,6 +23,7 @@ from gpt1lib.records import (
     run_label,
 )
 from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
+from gpt1lib.tasks import TASKS
 
 
 def _rec(task, value, metric, split="dev", step=3, experiment="finetune", scale="small"):
@@ -52,23 +61,40 @@ def test_provenance_names_commit_device_and_date():
     assert p["device"].startswith("cpu") and p["commit"] and "T" in p["date"]
 
 
-def test_table_4_keeps_missing_cells_and_averages_what_exists():
+def test_tables_hold_exactly_the_papers_tasks():
+    assert list(paper_table("2", []).index) == [
+        "MNLI-m", "MNLI-mm", "SNLI", "SciTail", "QNLI", "RTE",
+    ]  # fmt: skip
+    assert list(paper_table("3", []).index) == ["Story Cloze", "RACE-m", "RACE-h", "RACE"]
+    t4 = paper_table("4", [])
+    assert list(t4.index) == ["CoLA", "SST-2", "MRPC", "STS-B", "QQP", GLUE_ROW]
+    assert list(t4.paper) == [45.4, 91.3, 82.3, 82.0, 70.3, 72.8]
+    assert list(t4["best previous"]) == [35.0, 93.2, 86.0, 81.0, 66.1, 68.9]
+    assert "held-apart" in t4.loc["QQP", "eval split here"]
+    t5 = ablation_table([])
+    assert list(t5.columns) == ["Avg", "CoLA", "SST2", "MRPC", "STSB", "QQP", "MNLI", "QNLI", "RTE"]
+    assert list(t5.index) == [f"paper: {m}" for m in PAPER_TABLE5]
+    for method, values in PAPER_TABLE5.items():  # Avg is the mean of the eight (to rounding)
+        assert abs(sum(values) / 8 - t5.loc[f"paper: {method}", "Avg"]) < 0.1
+
+
+def test_table_4_keeps_missing_cells_and_never_averages_them():
     recs = [
         _rec("sst2", 80.0, "accuracy", step=1),
         _rec("sst2", 85.0, "accuracy", step=3),  # the last epoch counts
         _rec("cola", 20.0, "matthews"),
         _rec("cola", 0.5, "accuracy"),  # not CoLA's paper metric: ignored
         _rec("mrpc", 75.0, "f1", split="test"),  # not the eval split: ignored
+        _rec("rte", 60.0, "accuracy"),  # Table 2's, not Table 4's
     ]
     t = paper_table("4", pd.DataFrame(recs))
     run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
-    assert list(t.index[:8]) == ["CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI-m", "QNLI", "RTE"]
     assert t.loc["SST-2", run] == 85.0 and t.loc["CoLA", run] == 20.0
     assert math.isnan(t.loc["MRPC", run]) and math.isnan(t.loc["QQP", run])
     assert t.loc["SST-2", "paper"] == PAPER_RESULTS["sst2"][1] == 91.3
-    glue = t.index[-1]
-    assert glue.startswith("GLUE (mean of present: 2/8") and t.loc[glue, run] == 52.5
-    assert t.loc[glue, "paper"] == 72.8
+    # the GLUE score is the server's over nine test sets: no dev mean stands in for it
+    assert t.loc[GLUE_ROW, "paper"] == 72.8 and math.isnan(t.loc[GLUE_ROW, run])
+    assert "RTE" not in t.index
 
 
 def test_table_2_with_no_records_shows_the_paper_and_no_run():
@@ -77,20 +103,34 @@ def test_table_2_with_no_records_shows_the_paper_and_no_run():
     assert t.loc["MNLI-m", "paper"] == 82.1 and t.loc["RTE", "best previous"] == 61.7
 
 
-def test_ablation_table():
+def test_ablation_table_averages_only_all_eight_tasks():
+    full = dict(zip(TABLE5_TASKS, [40, 90, 80, 80, 70, 80, 85, 60], strict=True))
+    recs = [_rec(t, v, TASKS[t].metrics[0], experiment="ablation:full") for t, v in full.items()]
+    recs.append(_rec("sst2", 80.0, "accuracy", experiment="ablation:no_pretraining"))
+    t = ablation_table(recs)
+    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
+    row = t.loc[f"{run}: Transformer w/ aux LM (full)"]
+    assert row["CoLA"] == 40 and row["MNLI"] == 80 and row["Avg"] == 73.125
+    partial = t.loc[f"{run}: Transformer w/o pre-training"]
+    assert partial["SST2"] == 80.0 and math.isnan(partial["Avg"]) and math.isnan(partial["RTE"])
+    assert t.loc["paper: LSTM w/ aux LM", "CoLA"] == PAPER_TABLE5["LSTM w/ aux LM"][0]
+    assert len(t) == 4 + 2
+
+
+def test_ablation_deltas_compare_over_the_same_tasks():
     recs = [
         _rec("cola", 30.0, "matthews", experiment="ablation:full"),
         _rec("sst2", 90.0, "accuracy", experiment="ablation:full"),
+        _rec("rte", 55.0, "accuracy", experiment="ablation:full"),
+        _rec("cola", 10.0, "matthews", experiment="ablation:no_pretraining"),
         _rec("sst2", 80.0, "accuracy", experiment="ablation:no_pretraining"),
     ]
-    t = ablation_table(recs)
-    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
-    full = t.loc[f"{run}: Transformer w/ aux LM (full)"]
-    assert full["CoLA"] == 30.0 and full["SST-2"] == 90.0 and math.isnan(full["RTE"])
-    assert full["Avg"] == 60.0 and full["n"] == 2
-    assert t.loc[f"{run}: Transformer w/o pre-training", "n"] == 1
-    assert t.loc["paper: LSTM w/ aux LM", "CoLA"] == PAPER_TABLE5["LSTM w/ aux LM"][0]
-    assert len(t) == 4 + 2
+    d = ablation_deltas(recs).set_index("finding")
+    row = d.loc["pre-training"]
+    assert row["over the tasks"] == "CoLA, SST-2"  # RTE has no w/o pre-training run: left out
+    assert row["run's"] == pytest.approx(15.0)
+    assert row["paper's"] == pytest.approx(((45.4 - 18.9) + (91.3 - 84.0)) / 2)
+    assert list(d.index) == ["pre-training"]  # no LSTM or w/o aux LM runs: no such rows
 
 
 def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
