@@ -1,13 +1,21 @@
 """The LSTM baseline of the ablations (§5, Table 5) and of the zero-shot curves (Figure 2 right).
 
 "LSTM w/ aux LM": a single-layer LSTM with 2048 units in place of the transformer, pre-trained
-and fine-tuned the same way. The paper gives only the layer count and the width; the rest is
-ours and mirrors GPT-1 so that the two differ only where the paper says they do: token
-embeddings of width ``n_embd`` (tied with the output layer, with the same special tokens), one
-LSTM layer of ``n_hidden`` units, and a linear projection from ``n_hidden`` back to ``n_embd``
-so that the tied output layer and the task heads read a vector of the transformer's width.
-Dropout 0.1 on the embeddings and on the LSTM's output. No position embeddings: the recurrence
-knows the order.
+and fine-tuned the same way. The paper gives only the layer count and the width (2048 units
+beside the transformer's 768); at every scale the LSTM keeps that ratio, ``n_hidden =
+round(n_embd * 2048 / 768)``: 2048 at ``paper``, 1024 at ``small``, 683 at ``cpu``'s ``mini``,
+171 at ``smoke``'s ``tiny`` (``lstm_width``). Everything else is the library's own choice, made
+to mirror GPT-1 so that the two differ only where the paper says they do:
+
+* token embeddings of width ``n_embd``, tied with the output layer, with the same special
+  tokens; no position embeddings (the recurrence knows the order);
+* a linear projection from the ``n_hidden`` LSTM units back to ``n_embd`` (2048 -> 768 at the
+  paper's size), so that the tied output layer and the task heads read a vector of the
+  transformer's width; the paper says nothing of it;
+* initialisation: embeddings and the projection's weight N(0, 0.02) and its bias 0, as GPT-1's;
+  the LSTM's weights and biases PyTorch's default for ``nn.LSTM``, uniform in
+  +-1/sqrt(n_hidden) (the paper says nothing of it either);
+* dropout 0.1 on the embeddings and on the LSTM's output.
 
 ``LSTMLM`` has the transformer's interface: ``forward(idx, targets, loss_mask, reduction)``
 returns a ``GPTOutput``; ``hidden(idx)``, ``add_special_tokens()``, its layers in ``h`` and
@@ -26,6 +34,14 @@ from torch import nn
 
 from .fast import FastGPT
 from .model import GPT
+
+#: The paper's LSTM width over its transformer width (2048 / 768), kept at every scale.
+LSTM_WIDTH_RATIO = 2048 / 768
+
+
+def lstm_width(n_embd: int) -> int:
+    """The LSTM's units beside a transformer of width ``n_embd``: the paper's ratio."""
+    return round(n_embd * LSTM_WIDTH_RATIO)
 
 
 @dataclass(frozen=True)
@@ -48,17 +64,19 @@ class LSTMConfig:
         return 1
 
 
-#: Presets beside the transformer's: the same vocabulary and width, the LSTM scaled with them.
+#: Presets beside the transformer's: the same vocabulary and width, the LSTM's units in the
+#: paper's ratio to that width.
 LSTM_PRESETS: dict[str, LSTMConfig] = {
     "paper": LSTMConfig(),
-    "small": LSTMConfig(n_embd=384, n_hidden=1024),
-    "mini": LSTMConfig(vocab_size=8319, n_ctx=128, n_embd=256, n_hidden=512),
-    "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=128),
+    "small": LSTMConfig(n_embd=384, n_hidden=lstm_width(384)),  # 1024
+    "mini": LSTMConfig(vocab_size=8319, n_ctx=128, n_embd=256, n_hidden=lstm_width(256)),  # 683
+    "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=lstm_width(64)),  # 171
 }
 
 
 def lstm_preset(name: str, **overrides) -> LSTMConfig:
-    """The LSTM preset ``name`` (``paper``, ``small``, ``tiny``), ``overrides`` replacing fields."""
+    """The LSTM preset ``name`` (``paper``, ``small``, ``mini``, ``tiny``), ``overrides``
+    replacing fields."""
     if name not in LSTM_PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(LSTM_PRESETS)}")
     return replace(LSTM_PRESETS[name], **overrides)

@@ -33,6 +33,8 @@ def test_paper_preset_is_a_single_2048_unit_layer():
     cfg = lstm_preset("paper")
     model = LSTMLM(replace(cfg, vocab_size=100))
     assert cfg.n_hidden == 2048 and len(model.h) == 1 and model.h[0].rnn.num_layers == 1
+    widths = {name: lstm_preset(name).n_hidden for name in ("paper", "small", "mini", "tiny")}
+    assert widths == {"paper": 2048, "small": 1024, "mini": 683, "tiny": 171}
 
 
 @pytest.mark.parametrize("kind", ["gpt", "lstm"])

@@ -12,6 +12,8 @@ def test_each_scale_is_consistent(scale):
     assert S.tokenizer == "released" or S.tokenizer.startswith("train:")
     gpt, lstm = S.model_config(), S.lstm_config()
     assert (gpt.vocab_size, gpt.n_embd) == (lstm.vocab_size, lstm.n_embd)
+    # the LSTM keeps the paper's 2048 units to 768 of width at every scale
+    assert lstm.n_hidden == round(gpt.n_embd * 2048 / 768)
     if S.tokenizer == "released":
         assert gpt.vocab_size == 40478 and S.n_merges == 40_000
     assert S.task_source in ("fixture", "hub")
