@@ -9,6 +9,7 @@ import torch
 from gpt1lib import GPT, preset
 from gpt1lib.tasks import Example
 from gpt1lib.zeroshot import (
+    BASELINES,
     best_threshold,
     cola_scores,
     continuation_logprobs,
@@ -104,4 +105,8 @@ def test_zero_shot_score_and_normalisation(model):
     with pytest.raises(ValueError, match="train="):
         zero_shot_score(model, tok, "cola", exs)
     assert normalise("sst2", 50.0) == 0.0 and normalise("sst2", 93.2) == pytest.approx(1.0)
+    # every normalising value says where it comes from and whether it is confirmed
+    assert all(status.split(":")[0].split(",")[0] in ("confirmed", "unconfirmed")
+               for *_, status in BASELINES.values())  # fmt: skip
+    assert "ensemble" in BASELINES["race"][2] and "stands in" in BASELINES["race"][3]
     assert math.isclose(normalise("race_h", 25.0), 0.0)
