@@ -7,13 +7,13 @@ L3 = L2 + lambda * L1, as a loss to minimise.
 
 STS-B's gold label is a score in [0, 5]. The paper does not say how it was trained; the
 released code does in part: utils.py defines ``stsb_label_encoding``, the soft labels of the
-Tree-LSTM paper (Tai, Socher & Manning 2015) over 6 classes, and train.py trains STS-B on
-encoded labels (``trYt``) where every other task uses the labels as they are. That is the
-default here (``regression="soft_labels"``): W_y gives 6 logits, the loss is Tai et al.'s KL
-divergence from the soft label to the softmax, and the prediction is the softmax's expected
-score, ``sum_i i * p_i`` (Tai et al.'s). The released code keeps neither its loss nor its
-prediction for STS-B, so those two follow Tai et al. ``regression="mse"`` is the other head:
-one output, trained on the squared error to the gold score.
+Tree-LSTM paper (Tai, Socher & Manning 2015) over 6 classes, and train.py sets the training
+labels ``trYt`` to the labels themselves for every task but STS-B (``if dataset != 'stsb'``).
+That is the default here (``regression="soft_labels"``): W_y gives 6 logits, the loss is Tai et
+al.'s KL divergence from the soft label to the softmax, and the prediction is the softmax's
+expected score, ``sum_i i * p_i`` (Tai et al.'s). The released code keeps neither its loss nor
+its prediction for STS-B, so those two follow Tai et al. ``regression="mse"`` is the other
+head: one output, trained on the squared error to the gold score.
 """
 
 from __future__ import annotations
