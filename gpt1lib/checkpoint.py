@@ -312,26 +312,33 @@ def _running(pid: int) -> bool:
 
 
 def clean_leftovers(
-    folder: str | os.PathLike, skip: tuple[str, ...] = (), only_dead: bool = False
+    folder: str | os.PathLike, depth: int = 0, only_dead: bool = False
 ) -> list[Path]:
-    """Remove what interrupted writes left under ``folder`` (not under its sub-folders named
-    in ``skip``); with ``only_dead``, only what a process that no longer runs here left (for
-    folders that other processes may be writing to). Returns what was removed."""
-    removed = []
-    for root, dirs, files in os.walk(folder):
-        if Path(root) == Path(folder):
-            dirs[:] = [d for d in dirs if d not in skip]
-        for name in [*dirs, *files]:
-            m = LEFTOVER.match(name)
-            if m is None or (only_dead and _running(int(m.group(1)))):
-                continue
-            path = Path(root) / name
+    """Remove what interrupted writes left in ``folder`` (and in its sub-folders, ``depth``
+    levels down); with ``only_dead``, only what a process that no longer runs here left (for
+    folders other processes may be writing to). Returns what was removed."""
+    removed: list[Path] = []
+    folder = Path(folder)
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        m = LEFTOVER.match(path.name)
+        if m is not None and not (only_dead and _running(int(m.group(1)))):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
             removed.append(path)
-        dirs[:] = [d for d in dirs if (Path(root) / d).exists()]
+        elif m is None and depth > 0 and path.is_dir():
+            removed += clean_leftovers(path, depth - 1, only_dead)
+    return removed
+
+
+def clean_run(out_dir: str | os.PathLike) -> list[Path]:
+    """What a crash mid-write left in a run folder, its checkpoints, tokenizer and log
+    checkpoints (not deeper, nor its cache: other runs or processes may write there)."""
+    out_dir = Path(out_dir)
+    removed = clean_leftovers(out_dir) + clean_leftovers(out_dir / "checkpoints")
+    removed += clean_leftovers(out_dir / "tokenizer")
+    removed += clean_leftovers(out_dir / "log_checkpoints", depth=1)
     if removed:
         log.warning("removed %d leftovers of interrupted writes: %s", len(removed), removed)
     return removed

@@ -182,7 +182,7 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
     tokens = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)
     if cache is not None:
-        clean_leftovers(cache.parent, only_dead=True)  # other processes may write here now
+        clean_leftovers(cache.parent, only_dead=True)  # others may be writing here now
         with atomic_path(cache) as tmp, open(tmp, "wb") as f:
             np.save(f, tokens)
     return tokens

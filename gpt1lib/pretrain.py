@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 
 from .checkpoint import (
     CheckpointError,
-    clean_leftovers,
+    clean_run,
     latest_checkpoint,
     load_checkpoint,
     model_meta,
@@ -156,8 +156,8 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     out = []
     for k in sorted(set(old) | set(new)):
         a, b = old.get(k), new.get(k)
-        if f"{prefix}{k}" == "corpus.source":
-            continue
+        if f"{prefix}{k}" == "corpus.source" or (f"{prefix}{k}" == "corpus" and isinstance(a, str)):
+            continue  # where the corpus is found; or a run from before its sha256 was kept
         if isinstance(a, dict) and isinstance(b, dict):
             out += config_diff(a, b, f"{prefix}{k}.")
         elif a != b:
@@ -287,8 +287,8 @@ def pretrain(
     micro = _check_inputs(model, tokenizer, corpus, cfg, proc, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
     run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus, out_dir)
-    if proc.main and out_dir.is_dir():  # what a crash mid-write left (the cache: its own rule)
-        clean_leftovers(out_dir, skip=("cache",))
+    if proc.main:  # what a crash mid-write left
+        clean_run(out_dir)
     seed_everything(cfg.seed)
     model.to(device).train()
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
