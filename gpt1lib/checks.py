@@ -29,24 +29,26 @@ __all__ = [
 ]  # fmt: skip
 
 
-def count(name: str, value, minimum: int = 1, none: bool = False, hint: str = "") -> None:
-    """``value`` must be a whole number >= ``minimum`` (or None where ``none``)."""
+def count(name: str, value, minimum: int | None = 1, none: bool = False, hint: str = "") -> None:
+    """``value`` must be a whole number >= ``minimum`` (any, if None; or None where ``none``)."""
     if value is None and none:
         return
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        allowed = f"a whole number >= {minimum}" + (" or None" if none else "")
+    low = -math.inf if minimum is None else minimum
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        allowed = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+        allowed += " or None" if none else ""
         raise ValueError(f"{name}={value!r}: use {allowed}{f' ({hint})' if hint else ''}")
 
 
 def number(name: str, value, low: float, high: float = math.inf, hint: str = "", **open_) -> None:
     """``value`` must be a real number in [low, high] (``low_open`` / ``high_open``: excluded)."""
-    lo_ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
-    if lo_ok:
-        lo_ok = value > low if open_.get("low_open") else value >= low
-        lo_ok = lo_ok and (value < high if open_.get("high_open") else value <= high)
-    if not lo_ok:
-        left = "(" if open_.get("low_open") else "["
-        right = ")" if open_.get("high_open") or high == math.inf else "]"
+    low_open, high_open = open_.get("low_open", False), open_.get("high_open", False)
+    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if low_open else value >= low)
+    ok = ok and (value < high if high_open else value <= high)
+    if not ok:
+        left = "(" if low_open else "["
+        right = ")" if high_open or high == math.inf else "]"
         raise ValueError(
             f"{name}={value!r}: use a number in {left}{low:g}, {high:g}{right}"
             + (f" ({hint})" if hint else "")
@@ -71,7 +73,7 @@ def check_finetune_config(cfg) -> None:
     count(c + "max_len", cfg.max_len, 4, none=True, hint="None: the model's context")
     count(c + "eval_batch_size", cfg.eval_batch_size)
     count(c + "eval_train_examples", cfg.eval_train_examples, 0)
-    count(c + "seed", cfg.seed, -(2**63))
+    count(c + "seed", cfg.seed, None)
 
 
 def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
@@ -88,7 +90,7 @@ def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
     for name in ("log_interval", "eval_interval", "eval_batches", "ckpt_interval"):
         count(c + name, getattr(cfg, name), hint="updates (batches) between two")
     count(c + "n_log_checkpoints", cfg.n_log_checkpoints, 0)
-    count(c + "seed", cfg.seed, -(2**63))
+    count(c + "seed", cfg.seed, None)
     count("stop_after", stop_after, none=True, hint="None: run to total_steps")
 
 
@@ -229,10 +231,10 @@ def _corpus(name: str, value) -> None:
     if value in (None, "fixture"):
         return
     text = str(value)
-    looks_local = text.startswith(("/", ".", "~")) or text.count("/") != 1
+    looks_local = text.startswith(("/", ".", "~")) or text.count("/") > 1
     if looks_local and not Path(text).expanduser().exists():
         raise ValueError(
-            f"{name}={text!r}: no such file or folder, and not a hub id (owner/name). Use "
+            f"{name}={text!r}: no such file or folder (nor a hub id, owner/name). Use "
             "'fixture', a text file or a folder of .txt files, or e.g. 'emozilla/pg19'"
         )
 
@@ -270,7 +272,7 @@ def _rule(kind: str, *args) -> Callable:
 
 #: Each chapter parameter's check (``init``, ``n_transfer`` and ``tasks`` are checked apart).
 PARAMETERS: dict[str, Callable] = {
-    "seed": _rule("count", -(2**63), False, "any whole number, e.g. -p seed 1"),
+    "seed": _rule("count", None, False, "e.g. -p seed 1"),
     "lm_coef": _rule("number", 0, math.inf, "lambda of L3: the paper's 0.5, or 0"),
     "limit": _rule("count", 1, True, "examples; None: the scale's"),
     "eval_limit": _rule("count", 1, True, "examples; None: the scale's"),
@@ -309,9 +311,14 @@ def check_parameters(S, **params) -> None:
                 high = f" up to {n_layer} (every block)" if n_layer is not None else ""
                 count(name, value, -1, True, f"-1: nothing, 0: the embeddings,{high}")
                 if None not in (value, n_layer) and value > n_layer:
-                    raise ValueError(f"n_transfer={value}: the model has {n_layer} blocks")
-            elif name != "init":
+                    raise ValueError(
+                        f"n_transfer={value}: the model has {n_layer} blocks; use -1 (nothing), "
+                        f"0 (the embeddings) up to {n_layer} (every block)"
+                    )
+            elif name in PARAMETERS:
                 PARAMETERS[name](name, value)
+            elif name != "init":
+                raise KeyError(f"no rule for the parameter {name!r}: add one to PARAMETERS")
     except ValueError as e:
         raise ValueError(f"bad chapter parameter: {e}") from None
 

@@ -315,3 +315,11 @@ def test_records_name_the_device_and_its_thread_count(base):
     if device.startswith("cpu"):
         assert re.fullmatch(r"cpu \(.+, \d+ threads\)", device), device
     assert re.fullmatch(r"cpu \(.+, \d+ threads\)", provenance("cpu")["device"])
+
+
+def test_a_checkpoint_from_before_the_sha256s_still_resumes(c):
+    state = c.ckpt / "state.json"
+    _edit_json(state, lambda s: {k: v for k, v in s.items() if k != "files"})
+    _edit_json(state, lambda s: s | {"run_config": s["run_config"] | {"corpus": "/old/path"}})
+    _edit_json(c.ckpt / "model.json", lambda m: {k: v for k, v in m.items() if k != "sha256"})
+    assert _resume(c).step == 4
