@@ -195,19 +195,21 @@ def _full_lengths(ex: Example, family: str, tok) -> list[int]:
     return [3 + sum(parts)] * (2 if family == "similarity" else 1)
 
 
-def warn_truncated(spec: TaskSpec, splits: dict[str, tuple], tok, n_ctx: int) -> dict[str, int]:
-    """How many examples of each split lost tokens to fit ``n_ctx`` (``splits``: name ->
-    (examples, their encodings)); a ``DataWarning`` for each split that lost any."""
+def warn_truncated(spec: TaskSpec, examples: dict, encoded: dict, tok, n_ctx: int) -> dict:
+    """How many examples of each split (``examples``: name -> examples; ``encoded``: name ->
+    their §3.3 encodings) lost tokens to fit ``n_ctx``; a ``DataWarning`` for each split that
+    lost any."""
     out = {}
-    for split, (examples, items) in splits.items():
+    for split, items in encoded.items():
+        exs = examples[split]
         out[split] = sum(
             sum(map(len, enc.seqs)) < sum(_full_lengths(ex, spec.family, tok))
-            for ex, enc in zip(examples, items, strict=True)
+            for ex, enc in zip(exs, items, strict=True)
         )
         if out[split]:
             warnings.warn(
-                f"{spec.name} {split}: {out[split]} of {len(examples)} examples truncated to "
-                f"fit n_ctx={n_ctx} tokens (gpt1lib.transforms says what is cut)",
+                f"{spec.name} {split}: {out[split]} of {len(exs)} examples truncated to fit "
+                f"n_ctx={n_ctx} tokens (gpt1lib.transforms says what is cut)",
                 DataWarning,
                 stacklevel=3,
             )

@@ -313,8 +313,7 @@ def finetune(
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
-    encoded = {"train": (train, train_items)} | {k: (evals[k], eval_items[k]) for k in evals}
-    warn_truncated(task, encoded, tok, n_ctx)
+    warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
     if cfg.eval_train_examples:
         n = min(cfg.eval_train_examples, len(train_items))
         eval_items["train"] = random.Random(cfg.seed).sample(train_items, n)
