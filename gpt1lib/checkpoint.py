@@ -5,13 +5,18 @@ leaves the old file or the new one, never half of one. A model is ``model.safete
 ``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
 temporary name and renamed into place, with everything a pre-training run needs to go on exactly
 where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's config
-and the tokenizer."""
+and the tokenizer. Every file's sha256 is kept beside it (``state.json``; a model folder's
+``model.json``) and checked when it is read back, so a damaged file is an error that names it,
+never weights that train on silently; ``clean_leftovers`` removes what a crash mid-write left."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import logging
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -31,8 +36,51 @@ ARCHITECTURES: dict[str, tuple[type, type]] = {
 }
 
 
+log = logging.getLogger(__name__)
+
+
 class CheckpointError(ValueError):
-    """A checkpoint folder is not a checkpoint, or does not belong to this run."""
+    """A checkpoint folder is not a checkpoint, is damaged, or does not belong to this run."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, as hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_json(path: str | os.PathLike, fix: str):
+    """The JSON in ``path``; a ``CheckpointError`` naming it and ``fix`` if it is not JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({type(e).__name__}: {e}); {fix}") from e
+
+
+def _damaged(path: Path, e: Exception | str) -> CheckpointError:
+    why = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
+    return CheckpointError(
+        f"{path} is damaged ({why}): it is not the file that was written. Resume from another "
+        "checkpoint (delete this one), or start a new run in another out_dir"
+    )
+
+
+def verify_files(folder: Path, digests: dict[str, str]) -> None:
+    """Check each file of ``folder`` named in ``digests`` against its recorded sha256."""
+    for name, digest in digests.items():
+        if file_sha256(folder / name) != digest:
+            raise _damaged(folder / name, "its sha256 differs from the one recorded at writing")
+
+
+def load_tensors(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """A safetensors file; a ``CheckpointError`` naming it if it is truncated or not one."""
+    try:
+        return load_file(str(path), device=str(device))
+    except Exception as e:  # safetensors' SafetensorError: truncated, or not a safetensors file
+        raise _damaged(path, e) from e
 
 
 def _fsync_dir(path: Path) -> None:
@@ -65,10 +113,12 @@ def write_json(path: str | os.PathLike, obj) -> None:
         tmp.write_text(json.dumps(obj, indent=1))
 
 
-def _write_tensors(path: Path, tensors: dict) -> None:
-    """``tensors`` (on any device) as a safetensors file at ``path``, atomically."""
+def _write_tensors(path: Path, tensors: dict) -> str:
+    """``tensors`` (on any device) as a safetensors file at ``path``, atomically; its sha256."""
     with atomic_path(path) as tmp:
         save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+        digest = file_sha256(tmp)
+    return digest
 
 
 # ---------------------------------------------------------------- a model
@@ -81,30 +131,69 @@ def model_meta(model) -> dict:
 
 
 def save_model(model, folder: str | os.PathLike) -> Path:
-    """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``."""
+    """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``
+    (its class, config and the weights' sha256)."""
     folder = Path(folder)
-    _write_tensors(folder / MODEL_FILE, model.state_dict())
-    write_json(folder / MODEL_META, model_meta(model))
+    digest = _write_tensors(folder / MODEL_FILE, model.state_dict())
+    write_json(folder / MODEL_META, model_meta(model) | {"sha256": digest})
     return folder
 
 
-def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
-    """A model written by ``save_model`` (or by ``pretrain``'s checkpoints)."""
-    folder = Path(folder)
+def check_model_folder(folder: Path, prefix: str = "") -> None:
+    """A clear error (``prefix`` first) unless ``folder`` holds a model written by gpt1lib."""
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"{prefix}{folder} does not exist{' (it is a file)' if folder.exists() else ''}: "
+            "pass a folder written by save_model or pretrain, e.g. <out_dir>/checkpoints/step_* "
+            "or <out_dir>/log_checkpoints/step_*"
+        )
+    if (folder / "config.json").is_file() and not (folder / MODEL_META).is_file():
+        raise CheckpointError(
+            f"{prefix}{folder} holds config.json but no {MODEL_META}: a transformers folder, "
+            "not a gpt1lib one. Load it with gpt1lib.weights.load_pretrained(folder) (or "
+            "init='released' for the hub's GPT-1)"
+        )
     if not (folder / MODEL_META).is_file() or not (folder / MODEL_FILE).is_file():
         raise CheckpointError(
-            f"{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a "
-            "folder written by save_model or pretrain"
+            f"{prefix}{folder} holds no {MODEL_META} + {MODEL_FILE}: pass a folder written by "
+            "save_model or pretrain"
         )
-    meta = json.loads((folder / MODEL_META).read_text())
-    if meta.get("arch") not in ARCHITECTURES:
-        raise ValueError(
-            f"unknown model class {meta.get('arch')!r}; known: {sorted(ARCHITECTURES)}"
+
+
+def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
+    """A model written by ``save_model`` (or by ``pretrain``'s checkpoints), its weights
+    checked against the sha256 in ``model.json``."""
+    folder = Path(folder)
+    check_model_folder(folder)
+    meta = read_json(folder / MODEL_META, "it should hold the model's class and config")
+    arch = meta.get("arch") if isinstance(meta, dict) else None
+    if arch not in ARCHITECTURES or not isinstance(meta.get("config"), dict):
+        raise CheckpointError(
+            f"{folder / MODEL_META} names model class {arch!r} (known: {sorted(ARCHITECTURES)}) "
+            "or holds no config: it was not written by gpt1lib's save_model"
         )
-    cls, cfg_cls = ARCHITECTURES[meta["arch"]]
-    model = cls(cfg_cls(**meta["config"]))
-    model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
+    cls, cfg_cls = ARCHITECTURES[arch]
+    try:
+        model = cls(cfg_cls(**meta["config"]))
+    except TypeError as e:
+        raise CheckpointError(
+            f"{folder / MODEL_META}: its config does not fit {cfg_cls.__name__} ({e}); was it "
+            "written by another version of gpt1lib?"
+        ) from e
+    path = folder / MODEL_FILE
+    if "sha256" in meta and file_sha256(path) != meta["sha256"]:
+        raise _damaged(path, f"its sha256 differs from the one in {MODEL_META}")
+    _load_weights(model, load_tensors(path, device), path)
     return model
+
+
+def _load_weights(model, tensors: dict, path: Path) -> None:
+    try:
+        model.load_state_dict(tensors)
+    except RuntimeError as e:  # missing, unexpected or misshapen keys
+        raise CheckpointError(
+            f"{path} does not fit the model its folder describes: {str(e)[:300]}"
+        ) from e
 
 
 # ---------------------------------------------------------------- a resumable checkpoint
@@ -119,7 +208,8 @@ CHECKPOINT_FILES = (
 
 
 def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
-    """Write a resumable checkpoint to ``folder`` atomically: a temporary folder, then rename."""
+    """Write a resumable checkpoint to ``folder`` atomically: a temporary folder, then rename.
+    ``state.json`` holds ``state``, the optimiser's groups and every other file's sha256."""
     folder = Path(folder)
     tmp = folder.with_name(f".tmp-{folder.name}-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -131,7 +221,8 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
         tensors |= {f"rng.cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())}
     _write_tensors(tmp / "train_state.safetensors", tensors)
     tokenizer.save(tmp)
-    write_json(tmp / "state.json", {**state, "param_groups": sd["param_groups"]})
+    files = {n: file_sha256(tmp / n) for n in CHECKPOINT_FILES if n != "state.json"}
+    write_json(tmp / "state.json", {**state, "param_groups": sd["param_groups"], "files": files})
     old = folder.with_name(f".old-{folder.name}-{os.getpid()}")
     if folder.exists():
         os.rename(folder, old)
@@ -144,26 +235,51 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
 def read_state(folder: str | os.PathLike) -> dict:
     """The ``state.json`` of a checkpoint folder, or a clear error if it is not one."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"{folder} does not exist: pass a checkpoint folder written by pretrain(), e.g. "
+            "<out_dir>/checkpoints/step_*"
+        )
     missing = [n for n in CHECKPOINT_FILES if not (folder / n).is_file()]
     if missing:
         raise CheckpointError(
             f"{folder} is not a gpt1lib checkpoint (missing {missing}); pass "
             "a folder written by pretrain(), e.g. <out_dir>/checkpoints/step_*"
         )
-    return json.loads((folder / "state.json").read_text())
+    fix = "delete this checkpoint to resume from an earlier one, or start a new run"
+    state = read_json(folder / "state.json", fix)
+    lacks = [k for k in ("step", "param_groups") if not isinstance(state, dict) or k not in state]
+    if lacks:
+        raise CheckpointError(f"{folder / 'state.json'} lacks {lacks}: not pretrain's; {fix}")
+    return state
 
 
 def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint of a run, or None."""
+    """The newest complete checkpoint of a run (``checkpoints/latest.json`` names it), or None
+    where the run has none yet."""
     pointer = Path(out_dir) / "checkpoints" / "latest.json"
-    return pointer.with_name(json.loads(pointer.read_text())["name"]) if pointer.is_file() else None
+    if not pointer.is_file():
+        return None
+    found = sorted(p.name for p in pointer.parent.glob("step_*"))
+    fix = (
+        f'it names the newest checkpoint, as {{"name": "step_00000040", "step": 40}} (folders '
+        f"there: {found}): write that, or delete the run's folder {out_dir} to start again"
+    )
+    name = read_json(pointer, fix)
+    name = name.get("name") if isinstance(name, dict) else None
+    if not isinstance(name, str) or not (pointer.parent / name).is_dir():
+        raise CheckpointError(f"{pointer} names {name!r}, which is not a folder there; {fix}")
+    return pointer.with_name(name)
 
 
 def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
-    """Restore model, optimiser and RNG states from ``folder``; returns its state.json."""
+    """Restore model, optimiser and RNG states from ``folder``, each file checked against its
+    recorded sha256; returns its state.json."""
+    folder = Path(folder)
     state = read_state(folder)
-    model.load_state_dict(load_file(str(folder / MODEL_FILE), device=str(device)))
-    tensors = load_file(str(folder / "train_state.safetensors"))
+    verify_files(folder, state.get("files", {}))  # checkpoints written before sha256: none
+    _load_weights(model, load_tensors(folder / MODEL_FILE, device), folder / MODEL_FILE)
+    tensors = load_tensors(folder / "train_state.safetensors")
     opt_state: dict[int, dict] = {}
     for key, t in tensors.items():
         if key.startswith("p"):
@@ -175,6 +291,57 @@ def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda)
     return state
+
+
+#: What an interrupted write leaves: ``atomic_path``'s ``.<name>.tmp<pid>`` files and
+#: ``save_checkpoint``'s ``.tmp-<name>-<pid>`` / ``.old-<name>-<pid>`` folders.
+LEFTOVER = re.compile(r"^\.(?:tmp-.+-|old-.+-|.+\.tmp)(\d+)$")
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` (not this one) runs on this machine."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def clean_leftovers(
+    folder: str | os.PathLike, depth: int = 0, only_dead: bool = False
+) -> list[Path]:
+    """Remove what interrupted writes left in ``folder`` (and in its sub-folders, ``depth``
+    levels down); with ``only_dead``, only what a process that no longer runs here left (for
+    folders other processes may be writing to). Returns what was removed."""
+    removed: list[Path] = []
+    folder = Path(folder)
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        m = LEFTOVER.match(path.name)
+        if m is not None and not (only_dead and _running(int(m.group(1)))):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+        elif m is None and depth > 0 and path.is_dir():
+            removed += clean_leftovers(path, depth - 1, only_dead)
+    return removed
+
+
+def clean_run(out_dir: str | os.PathLike) -> list[Path]:
+    """What a crash mid-write left in a run folder, its checkpoints, tokenizer and log
+    checkpoints (not deeper, nor its cache: other runs or processes may write there)."""
+    out_dir = Path(out_dir)
+    removed = clean_leftovers(out_dir) + clean_leftovers(out_dir / "checkpoints")
+    removed += clean_leftovers(out_dir / "tokenizer")
+    removed += clean_leftovers(out_dir / "log_checkpoints", depth=1)
+    if removed:
+        log.warning("removed %d leftovers of interrupted writes: %s", len(removed), removed)
+    return removed
 
 
 def save_and_prune(out_dir: Path, model, opt, tokenizer, state: dict) -> None:

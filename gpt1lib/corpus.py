@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .checkpoint import atomic_path
+from .checkpoint import atomic_path, clean_leftovers
 from .tokenizer import LONG_TEXT, paragraph_pieces
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
@@ -39,6 +40,26 @@ class Documents:
     @property
     def n_bytes(self) -> int:
         return sum(len(t.encode("utf-8")) for t in self.texts)
+
+    def digests(self) -> list[bytes]:
+        """Each text's sha256: what identifies the corpus wherever its files are."""
+        return [hashlib.sha256(t.encode("utf-8")).digest() for t in self.texts]
+
+    @property
+    def sha256(self) -> str:
+        """One sha256 of all texts, in order (a moved corpus keeps it; a changed one does not)."""
+        return hashlib.sha256(b"".join(self.digests())).hexdigest()
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file; an error naming it and the fix if it is in another encoding."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); "
+            f"convert it, e.g. iconv -f latin1 -t utf-8 '{path}' > utf8.txt"
+        ) from e
 
 
 def _local_split(root: Path, split: str) -> list[Path]:
@@ -79,10 +100,11 @@ def load_documents(
                 "(or pass a file or a flat folder of .txt files as the train part and hold out "
                 "documents with split_documents)"
             )
-        texts = [f.read_text(encoding="utf-8") for f in files]
+        texts = [read_text(f) for f in files]
         if doc_separator:
             texts = [d for t in texts for d in t.split(doc_separator) if d.strip()]
-        desc = f"{path} ({split}: {len(files)} file{'s' * (len(files) != 1)})"
+        name = "fixture" if path == FIXTURE else path  # no machine's path for the fixture
+        desc = f"{name} ({split}: {len(files)} file{'s' * (len(files) != 1)})"
     else:
         texts, desc = _hub_documents(str(source), split, text_field, limit)
     if limit is not None:
@@ -140,14 +162,19 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     """All documents' token ids, concatenated in order, cached under ``cache_dir``.
 
     The cache key is the text's hash and the tokenizer's fingerprint, so a changed corpus or
-    tokenizer is tokenised again.
+    tokenizer is tokenised again; a cache file that cannot be read is written again.
     """
     h = hashlib.sha256(tokenizer.fingerprint().encode())
-    for t in docs.texts:
-        h.update(hashlib.sha256(t.encode("utf-8")).digest())
+    for d in docs.digests():
+        h.update(d)
     cache = Path(cache_dir) / f"tokens-{h.hexdigest()[:20]}.npy" if cache_dir else None
     if cache is not None and cache.is_file():
-        return np.load(cache)
+        try:
+            return np.load(cache)
+        except (ValueError, OSError, EOFError) as e:  # truncated or overwritten
+            warnings.warn(
+                f"{cache} is damaged ({type(e).__name__}: {e}); tokenising again", stacklevel=2
+            )
     # Pieces of LONG_TEXT characters or more, for the batch encoder; encoded apart, they lack
     # the newline token at each cut between them (one in 64K characters or more).
     pieces = [p for t in docs.texts for p in paragraph_pieces(t, LONG_TEXT)]
@@ -155,6 +182,7 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
     tokens = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)
     if cache is not None:
+        clean_leftovers(cache.parent, only_dead=True)  # others may be writing here now
         with atomic_path(cache) as tmp, open(tmp, "wb") as f:
             np.save(f, tokens)
     return tokens
@@ -222,6 +250,8 @@ class Corpus:
     train_source: str
     valid_source: str
     n_bytes: int
+    source: str = ""  # the source as given to build_corpus
+    sha256: str = ""  # of the training texts (``Documents.sha256``)
 
     def stats(self) -> dict[str, float]:
         n = len(self.train.tokens)
@@ -257,4 +287,12 @@ def build_corpus(
         train_docs, valid_docs = split_documents(train_docs, valid_fraction, seed)
     train = TokenBlocks(tokenize(train_docs, tokenizer, cache_dir), n_ctx, "training text")
     valid = TokenBlocks(tokenize(valid_docs, tokenizer, cache_dir), n_ctx, "validation text")
-    return Corpus(train, valid, train_docs.source, valid_docs.source, train_docs.n_bytes)
+    return Corpus(
+        train,
+        valid,
+        train_docs.source,
+        valid_docs.source,
+        train_docs.n_bytes,
+        str(source),
+        train_docs.sha256,
+    )

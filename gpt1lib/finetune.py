@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .checks import check_finetune, check_run_task, warn_truncated
 from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
@@ -253,22 +254,6 @@ class FinetuneResult:
     records: list[dict] = field(default_factory=list, repr=False)
 
 
-def _check_examples(task: TaskSpec, train, evals: dict) -> None:
-    if not train:
-        raise ValueError(f"no training examples for {task.name}")
-    if not evals or not all(evals.values()):
-        raise ValueError(
-            f"give labelled evaluation examples for {task.name}, e.g. "
-            "{'dev': load_examples(task, 'dev', source)}"
-        )
-    for split, exs in {"train": train, **evals}.items():
-        if unlabeled := [e.uid for e in exs if e.label is None]:
-            raise ValueError(
-                f"{task.name} {split} has {len(unlabeled)} unlabelled examples (e.g. "
-                f"{unlabeled[0]!r}): train and evaluate on labelled splits"
-            )
-
-
 def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) -> float:
     """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss."""
     model.train()
@@ -310,7 +295,7 @@ def finetune(
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
-    _check_examples(task, train, evals)
+    check_finetune(task, cfg, train, evals)
     if tok.vocab_size != pretrained.config.vocab_size:  # ids are checked where they enter
         raise ValueError(
             f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
@@ -324,6 +309,7 @@ def finetune(
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
+    warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
     if cfg.eval_train_examples:
         n = min(cfg.eval_train_examples, len(train_items))
         eval_items["train"] = random.Random(cfg.seed).sample(train_items, n)
@@ -410,6 +396,7 @@ def run_task(
     ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test).
     """
     spec = get_task(task)
+    check_run_task(spec, source, cfg, limit, eval_limit, also, eval_split)
     train = load_examples(spec, "train", source, limit, cfg.seed)
     split = eval_split or spec.eval_split
     evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -32,6 +33,7 @@ from tqdm.auto import tqdm
 
 from .checkpoint import (
     CheckpointError,
+    clean_run,
     latest_checkpoint,
     load_checkpoint,
     model_meta,
@@ -39,9 +41,10 @@ from .checkpoint import (
     save_and_prune,
     save_model,
 )
+from .checks import check_pretrain_config
 from .corpus import Corpus
 from .optim import cosine_lr, make_optimizer, train_step
-from .records import append_records, make_record, provenance, read_records
+from .records import append_records, keep_records, make_record, provenance, read_records
 from .runtime import pick_device, seed_everything
 
 
@@ -129,24 +132,32 @@ class PretrainResult:
     log_checkpoints: list[Path] = field(default_factory=list)
 
 
-def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus) -> dict:
+def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus, out_dir=None) -> dict:
     """What must not change between a run and its resumption, as JSON reads it back (tuples
-    are lists), so that it compares equal to the one a checkpoint holds."""
+    are lists), so that it compares equal to the one a checkpoint holds. The corpus is its
+    texts' sha256 (a moved corpus is the same corpus) and where to find it again: "fixture",
+    a hub id, or its path relative to ``out_dir`` (a moved checkout still finds it)."""
     keep = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
+    where = corpus.source
+    if out_dir is not None and where and where != "fixture" and Path(where).exists():
+        where = os.path.relpath(Path(where).resolve(), Path(out_dir).resolve())
     run = {
         "model": model_meta(model),
         "pretrain": keep,
         "tokenizer": tokenizer.fingerprint(),
-        "corpus": corpus.train_source,
+        "corpus": {"sha256": corpus.sha256, "source": where},
     }
     return json.loads(json.dumps(run))
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """The settings that differ between two run configs, as readable lines."""
+    """The settings that differ between two run configs, as readable lines (where the corpus
+    is found is no difference: its sha256 says whether it is the same)."""
     out = []
     for k in sorted(set(old) | set(new)):
         a, b = old.get(k), new.get(k)
+        if f"{prefix}{k}" == "corpus.source" or (f"{prefix}{k}" == "corpus" and isinstance(a, str)):
+            continue  # where the corpus is found; or a run from before its sha256 was kept
         if isinstance(a, dict) and isinstance(b, dict):
             out += config_diff(a, b, f"{prefix}{k}.")
         elif a != b:
@@ -169,8 +180,11 @@ def evaluate(model, corpus: Corpus, batch_size: int, max_batches: int | None, de
     return (total / count).item()
 
 
-def _check_inputs(model, tokenizer, corpus: Corpus, cfg: PretrainConfig, proc: Dist) -> int:
+def _check_inputs(model, tokenizer, corpus: Corpus, cfg, proc: Dist, out_dir, stop_after) -> int:
     """Everything that can be wrong, before any work; returns the micro-batch size."""
+    check_pretrain_config(cfg, stop_after)
+    if Path(out_dir).is_file():
+        raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
     model_cfg = model.config
     if tokenizer.vocab_size != model_cfg.vocab_size:
         raise ValueError(
@@ -202,13 +216,23 @@ def _start(out_dir: Path, run_cfg: dict, resume: bool, model, opt, device) -> tu
     after checking that it is this run's."""
     ckpt = latest_checkpoint(out_dir)
     if ckpt is None:
+        if resume:
+            warnings.warn(
+                f"resume=True, but {out_dir} holds no checkpoint to resume (a new folder, or a "
+                "run stopped before its first): starting a new run at step 0. Check out_dir "
+                "if you meant to continue a run",
+                stacklevel=3,
+            )
         return 0, 0, 0
     if not resume:
         raise FileExistsError(
             f"{out_dir} already holds a run (newest checkpoint {ckpt.name}): "
             "pass resume=True to continue it, or choose a new out_dir"
         )
-    diff = config_diff(read_state(ckpt)["run_config"], run_cfg)
+    state = read_state(ckpt)
+    if not {"run_config", "epoch", "next_batch"} <= set(state):
+        raise CheckpointError(f"{ckpt} is not a pretrain() checkpoint (no run_config in it)")
+    diff = config_diff(state["run_config"], run_cfg)
     if diff:
         raise CheckpointError(
             f"{ckpt} was made with another config; differences:\n  "
@@ -248,19 +272,23 @@ def pretrain(
 ) -> PretrainResult:
     """Pre-train ``model`` on ``corpus`` (L1) into ``out_dir``; returns the run's history.
 
-    ``resume=True`` continues the newest checkpoint in ``out_dir`` (and starts afresh if there
-    is none); without it, an ``out_dir`` that already holds a run is an error, so nothing is
-    overwritten. ``stop_after`` ends this call after that many updates (the schedule still
-    runs to ``total_steps``), for a run done in parts.
+    ``resume=True`` continues the newest checkpoint in ``out_dir`` (and starts afresh, with a
+    warning, if there is none); without it, an ``out_dir`` that already holds a run is an
+    error, so nothing is overwritten. ``stop_after`` ends this call after that many updates
+    (the schedule still runs to ``total_steps``), for a run done in parts. A run that starts
+    or resumes removes what a crash left half-written in ``out_dir`` and the records logged
+    after its checkpoint, so that ``records.jsonl`` holds each step once.
     """
     device = pick_device(str(device) if device else None)
     proc = init_distributed(device)
     if proc.world > 1 and device.type == "cuda":
         device = torch.device("cuda", proc.local_rank)
     out_dir = Path(out_dir)
-    micro = _check_inputs(model, tokenizer, corpus, cfg, proc)
+    micro = _check_inputs(model, tokenizer, corpus, cfg, proc, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
-    run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus)
+    run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus, out_dir)
+    if proc.main:  # what a crash mid-write left
+        clean_run(out_dir)
     seed_everything(cfg.seed)
     model.to(device).train()
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
@@ -272,7 +300,7 @@ def pretrain(
     net = torch.compile(net) if cfg.compile else net
     bf16 = cfg.bf16 and device.type == "cuda"
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, bf16)
-    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress)
+    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
     end = total_steps if stop_after is None else min(total_steps, step + stop_after)
     log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints))
@@ -304,9 +332,11 @@ class _Logger:
     throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``."""
 
     def __init__(
-        self, out_dir: Path, cfg, run_cfg: dict, step, proc: Dist, device, scale, progress
+        self, out_dir: Path, cfg, run_cfg: dict, step, proc: Dist, device, scale, progress, corpus
     ):
         self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
+        if proc.main:  # what was logged after the checkpoint is logged again from it
+            keep_records(self.path, lambda r: r.get("step") is not None and r["step"] <= step)
         self.total_steps = run_cfg["pretrain"]["total_steps"]
         self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
         self.base = {
@@ -314,7 +344,7 @@ class _Logger:
             "scale": scale,
             "seed": cfg.seed,
             "task": "lm",
-            "data": run_cfg["corpus"],
+            "data": corpus.train_source,
             "config": run_cfg | {"total_steps": self.total_steps},
             **provenance(device),
         }

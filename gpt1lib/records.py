@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+
+from .checkpoint import atomic_path
+
+log = logging.getLogger(__name__)
 
 #: The fields every record carries (``None`` where they do not apply).
 FIELDS = (
@@ -97,13 +103,53 @@ def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -
     return path
 
 
+def _parse(path: Path) -> tuple[list[dict], bool]:
+    """The records of a JSON-lines file, and whether its last line was torn (a write cut short
+    by a crash: left out, with a warning). Any other line that is not JSON is an error that
+    names the file and the line."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    rows, torn = [], False
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if n < len(lines):  # a whole line (it ends with a newline) that is not JSON
+                raise ValueError(
+                    f"{path}, line {n}: not a JSON record ({e}); fix or delete that line"
+                ) from e
+            torn = True
+            warnings.warn(
+                f"{path}, line {n}: the last line is cut short (a write a crash interrupted); "
+                "it is left out",
+                stacklevel=3,
+            )
+    return rows, torn
+
+
 def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
     """All records in the given files or folders (``*.jsonl`` below them) as a DataFrame."""
     files: list[Path] = []
     for p in map(Path, paths):
         files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
-    rows = [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
+    rows = [row for f in files for row in _parse(f)[0]]
     return pd.DataFrame(rows, columns=list(FIELDS) if not rows else None)
+
+
+def keep_records(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
+    """Rewrite the JSON-lines file ``path`` (atomically) with only the records ``keep`` says
+    yes to, a torn last line repaired away; returns how many were dropped."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    rows, torn = _parse(path)
+    kept = [r for r in rows if keep(r)]
+    if len(kept) < len(rows) or torn:
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+        log.info("%s: %d records dropped, to be logged again", path, len(rows) - len(kept))
+    return len(rows) - len(kept)
 
 
 def run_label(rec) -> str:

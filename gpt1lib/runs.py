@@ -14,7 +14,14 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from .checkpoint import latest_checkpoint, load_model, read_state
+from .checkpoint import (
+    CheckpointError,
+    check_model_folder,
+    latest_checkpoint,
+    load_model,
+    read_state,
+)
+from .checks import dropout, positive_int
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
@@ -29,8 +36,16 @@ from .weights import load_pretrained
 
 def load_run_model(folder: str | os.PathLike, device: str = "cpu"):
     """The model and tokenizer of a checkpoint folder written by ``pretrain`` (a resumable
-    checkpoint, or one of the log-spaced ones)."""
-    return load_model(folder, device), GPT1Tokenizer.load(folder)
+    checkpoint, or one of the log-spaced ones), checked to belong together."""
+    model = load_model(folder, device)
+    tok = GPT1Tokenizer.load(folder)
+    if tok.vocab_size != model.config.vocab_size:
+        raise CheckpointError(
+            f"{folder}: its tokenizer has {tok.vocab_size} tokens but its model "
+            f"{model.config.vocab_size}: the two were not saved together; use a folder "
+            "written by pretrain"
+        )
+    return model, tok
 
 
 def load_tokenizer(spec: str, train_texts=None) -> GPT1Tokenizer:
@@ -40,9 +55,12 @@ def load_tokenizer(spec: str, train_texts=None) -> GPT1Tokenizer:
     if spec == "released":
         return GPT1Tokenizer.from_hub()
     if spec.startswith("train:"):
+        n = spec.split(":", 1)[1]
+        if not n.isdigit():
+            raise ValueError(f"tokenizer={spec!r}: use 'train:N' with N merges, e.g. 'train:600'")
         if train_texts is None:
             raise ValueError(f"tokenizer={spec!r} needs the texts to learn the merges from")
-        return GPT1Tokenizer.train(texts=train_texts, n_merges=int(spec.split(":", 1)[1]))
+        return GPT1Tokenizer.train(texts=train_texts, n_merges=int(n))
     encoder = Path(spec) / "encoder_bpe_40000.json"
     if encoder.is_file():
         return GPT1Tokenizer.from_released(encoder, encoder.with_name("vocab_40000.bpe"))
@@ -86,6 +104,10 @@ def pretrained_model(
     """
     if arch not in ("gpt", "lstm"):
         raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r}: choose one of {tuple(SCALES)}")
+    if init not in ("pretrain", "released"):
+        check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
     if init == "released":
         if arch != "gpt":
             raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
@@ -111,7 +133,7 @@ def pretrained_model(
         cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
         cache = Path(out_dir) / "cache"
         model, data = _model_and_corpus(S, tok, corpus, cfg.seed, cache, S.corpus_limit, arch)
-        kw = {"resume": True, "scale": scale, "device": device, "progress": progress}
+        kw = {"resume": ckpt is not None, "scale": scale, "device": device, "progress": progress}
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
@@ -163,17 +185,23 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
     p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
     p.add_argument("--tokenizer", help="'released', 'train:N', or a saved folder")
-    p.add_argument("--steps", type=int, help="total updates (default: the scale's)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--micro-batch-size", type=int)
-    p.add_argument("--ckpt-interval", type=int)
-    p.add_argument("--stop-after", type=int, help="end this call after N updates")
-    p.add_argument("--dropout", type=float, help="all dropout rates (default 0.1)")
+    p.add_argument("--steps", type=positive_int, help="total updates (default: the scale's)")
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--micro-batch-size", type=positive_int)
+    p.add_argument("--ckpt-interval", type=positive_int)
+    p.add_argument("--stop-after", type=positive_int, help="end this call after N updates")
+    p.add_argument("--dropout", type=dropout, help="all dropout rates (default 0.1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--device")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if args.resume and latest_checkpoint(args.out) is None:
+        p.error(
+            f"--resume: {args.out} holds no checkpoint to continue (a mistyped --out, or a run "
+            "stopped before its first checkpoint); check --out, or drop --resume to start a "
+            "new run there"
+        )
     S = SCALES[args.scale]
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}

@@ -147,7 +147,13 @@ class GPT1Tokenizer:
         def corpus() -> Iterator[str]:
             for p in paths:
                 with p.open(encoding="utf-8") as f:
-                    yield from paragraph_pieces(f, LONG_TEXT // 4)
+                    try:
+                        yield from paragraph_pieces(f, LONG_TEXT // 4)
+                    except UnicodeDecodeError as e:
+                        raise ValueError(
+                            f"{p} is not UTF-8 text ({e.reason} at byte {e.start}); convert "
+                            f"it, e.g. iconv -f latin1 -t utf-8 '{p}' > utf8.txt"
+                        ) from e
             for text in texts:
                 yield from _long_text_pieces(text)
 
@@ -231,10 +237,17 @@ class GPT1Tokenizer:
             p = p / TOKENIZER_FILE
         if not p.is_file():
             raise FileNotFoundError(
-                f"{p} does not exist: pass a folder written by GPT1Tokenizer.save or its "
-                f"{TOKENIZER_FILE}"
+                f"{p} does not exist: pass a folder written by GPT1Tokenizer.save (a "
+                f"checkpoint folder of pretrain holds one) or its {TOKENIZER_FILE}"
             )
-        return cls(Tokenizer.from_file(str(p)))
+        try:
+            backend = Tokenizer.from_file(str(p))
+        except Exception as e:  # tokenizers raises a bare Exception on a bad file
+            raise ValueError(
+                f"{p} is not a tokenizers file ({str(e)[:200]}): it is damaged or foreign; "
+                "save the tokenizer again with GPT1Tokenizer.save"
+            ) from e
+        return cls(backend)
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write ``folder/tokenizer.json`` (atomically) and return its path."""

@@ -37,6 +37,7 @@ from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
+from .checks import warn_data
 from .records import make_record, provenance
 from .runs import load_run_model
 from .runtime import pick_device
@@ -191,10 +192,10 @@ def zero_shot_score(
 ) -> float:
     """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
     spec = get_task(task)
+    task = spec.name
+    _check(model, tok, spec, examples, train)
     texts, labels = [e.texts[0] for e in examples], np.array([e.label for e in examples])
     if task == "cola":
-        if not train:
-            raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
         train_scores = cola_scores(model, tok, [e.texts[0] for e in train])
         th = best_threshold(train_scores, np.array([e.label for e in train]))
         preds = (cola_scores(model, tok, texts) > th).astype(int)
@@ -207,6 +208,32 @@ def zero_shot_score(
     else:
         raise ValueError(f"no zero-shot heuristic for {task!r}; the paper's are {ZERO_SHOT_TASKS}")
     return compute_metrics(spec, preds, labels)[spec.metrics[0]]
+
+
+def _check(model, tok, spec, examples, train) -> None:
+    """``zero_shot_score``'s arguments, before any scoring."""
+    if spec.name not in ZERO_SHOT_TASKS + ("race_m", "race_h"):
+        raise ValueError(
+            f"no zero-shot heuristic for {spec.name!r}; the paper's: {ZERO_SHOT_TASKS}"
+        )
+    if tok.vocab_size != model.config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
+            f"{model.config.vocab_size}: score with the tokenizer the model was trained with"
+        )
+    if spec.name == "cola" and not train:
+        raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
+    for name, exs in (("examples", examples), ("train", train or [])):
+        if name == "examples" and not exs:
+            raise ValueError(f"no examples to score {spec.name} on: pass load_examples(...)")
+        bad = [e.uid for e in exs if e.label is None or len(e.answers) != (spec.n_answers or 0)]
+        if bad:
+            raise ValueError(
+                f"{name}: {len(bad)} {spec.name} examples are unlabelled or not {spec.title}'s "
+                f"(e.g. {bad[0]!r}): pass labelled examples of that task, e.g. "
+                f"load_examples({spec.name!r}, {spec.eval_split!r}, source)"
+            )
+    warn_data(spec, {"evaluation": examples, "train": train or []})
 
 
 def normalise(task: str, value: float) -> float:
@@ -231,8 +258,10 @@ def evaluate_checkpoints(
     the model class and the normalised score.
     """
     dev = pick_device(device)
-    out = []
-    for folder in tqdm(list(map(Path, folders)), desc="zero-shot", disable=not progress):
+    out, folders = [], list(map(Path, folders))
+    if unnamed := [str(f) for f in folders if not re.fullmatch(r"step_\d+", f.name)]:
+        raise ValueError(f"{unnamed}: checkpoint folders are named step_<updates>")
+    for folder in tqdm(folders, desc="zero-shot", disable=not progress):
         model, tok = load_run_model(folder, dev)
         model.to(dev)
         for task, (examples, train) in data.items():

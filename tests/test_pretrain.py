@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from gpt1lib import GPT, FastGPT, preset
 from gpt1lib.checkpoint import (
+    LEFTOVER,
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,
@@ -161,6 +162,11 @@ def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, tok_dir):
     b = load_file(str(tmp_path / "killed/checkpoints/step_00000300/model.safetensors"))
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # nothing half-written is left, and each step's records are there once
+    assert not [p for p in (tmp_path / "killed").rglob(".*") if LEFTOVER.match(p.name)]
+    rows = [json.loads(x) for x in (tmp_path / "killed/records.jsonl").read_text().splitlines()]
+    logged = [(r["metric"], r["step"]) for r in rows]
+    assert len(logged) == len(set(logged)) and ("train_loss", 300) in logged
 
 
 def test_interrupted_checkpoint_write_leaves_the_previous_one(tok, corpus, tmp_path, monkeypatch):

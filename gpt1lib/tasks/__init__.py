@@ -27,6 +27,7 @@ from .registry import (
     FIXTURES,
     SPLITS,
     TASKS,
+    DataWarning,
     Example,
     Family,
     HubSource,
@@ -37,9 +38,9 @@ from .registry import (
 )
 
 __all__ = [
-    "FIXTURES", "SPLITS", "TASKS", "Example", "Family", "HubSource", "TaskDataUnavailableError",
-    "TaskSpec", "compute_metrics", "describe_source", "get_task", "load_examples", "subsample",
-    "task_names", "unavailable",
+    "FIXTURES", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
+    "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "describe_source", "get_task",
+    "load_examples", "subsample", "task_names", "unavailable",
 ]  # fmt: skip
 
 
@@ -61,9 +62,14 @@ def task_names(tasks: str | list[str] | tuple[str, ...]) -> list[str]:
 
 def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | None:
     """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
-    evaluation split is missing there, e.g. Story Cloze without its files, or SciTail without a
-    train file), or None when both load."""
+    evaluation split is missing or empty there, e.g. Story Cloze without its files, or SciTail
+    without a train file; or ``source`` is one file), or None when both load."""
     spec = _spec(task)
+    if source not in ("fixture", "hub") and Path(source).is_file():
+        return (
+            f"{source} is one file and {spec.title} needs two splits (train and "
+            f"{spec.eval_split}): one file never serves both; pass the folder that holds them"
+        )
     try:
         for split in dict.fromkeys(("train", spec.eval_split)):
             load_examples(spec, split, source, limit=1)

@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 from collections.abc import Iterable, Iterator
+from fnmatch import fnmatch
 from itertools import groupby
 from pathlib import Path
 
@@ -60,13 +61,39 @@ def _layout_hint(spec: TaskSpec, split: str) -> str:
     return f"{spec.title} {split} needs one of {list(dict(spec.files)[split])} {where}"
 
 
+_SPLIT_WORDS = {"train": {"train"}, "dev": {"dev", "val", "valid", "validation"}, "test": {"test"}}
+
+
+def file_split(spec: TaskSpec, path: Path) -> str | None:
+    """The split a file (or RACE split folder) is by its name: the one split whose file names
+    in the official layout match it, else the one split word in it; None if it says none (or
+    several)."""
+    name = path.name.lower()
+    if spec.reader == "story_cloze":  # the 2016 files: "...val..." (train), "...test..." (test)
+        said = {"train"} if "val" in name else {"test"} if "test" in name else set()
+    else:
+        said = {s for s, pats in spec.files for p in pats if fnmatch(name, p.rstrip("/").lower())}
+    if not said:
+        words = set(re.split(r"[^a-z]+", name))
+        said = {s for s, w in _SPLIT_WORDS.items() if words & w and s in spec.splits}
+    return said.pop() if len(said) == 1 else None
+
+
 def find(spec: TaskSpec, split: str, source: str | Path) -> Path:
     """The file (or RACE folder) holding ``split`` of ``spec`` in ``source``: ``"fixture"``, a
-    folder in the data set's official layout, or the one file to read."""
+    folder in the data set's official layout, or the one file to read, which serves only the
+    split its name says (any split, if its name says none)."""
     root = FIXTURES if source == "fixture" else Path(source)
     if not root.exists():
         raise FileNotFoundError(f"{root} does not exist. {_layout_hint(spec, split)}")
     if root.is_file() or (spec.reader == "race" and any((root / lv).is_dir() for lv in _LEVELS)):
+        said = file_split(spec, root)
+        if said not in (None, split):
+            raise ValueError(
+                f"{root} is {spec.title}'s {said} split by its name, so it cannot serve as its "
+                f"{split} split (one file never serves two splits): pass the folder that holds "
+                f"the {split} file, or that file"
+            )
         return root  # the file itself, or a RACE split folder itself
     pick = _story_cloze_file if spec.reader == "story_cloze" else _match
     for folder in (root / sub for sub in spec.folders if (root / sub).is_dir()):
@@ -79,6 +106,13 @@ def find(spec: TaskSpec, split: str, source: str | Path) -> Path:
 
 
 # Rows out of files, as (where, row), ``where`` naming the file and the line or row.
+def _not_utf8(path: Path, e: UnicodeDecodeError) -> ValueError:
+    return ValueError(
+        f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it, e.g. "
+        f"iconv -f latin1 -t utf-8 '{path}' > converted (then give the converted file its name)"
+    )
+
+
 def _open_text(path: Path):
     if path.name.endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
@@ -88,8 +122,11 @@ def _open_text(path: Path):
 def _json(path: Path, text: str | None = None, where: str = "") -> object:
     """``text`` (by default all of ``path``) parsed as JSON; an error naming ``where`` if bad."""
     if text is None:
-        with _open_text(path) as f:
-            text = f.read()
+        try:
+            with _open_text(path) as f:
+                text = f.read()
+        except UnicodeDecodeError as e:
+            raise _not_utf8(path, e) from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -325,7 +362,17 @@ def read(spec: TaskSpec, split: str, source: str | Path) -> list[Example]:
     if source == "hub":
         return read_hub(spec, split)
     readers = {"race": _read_race, "story_cloze": _read_story_cloze, "dprd": _read_dprd}
-    return readers.get(spec.reader, _read_pairs)(spec, split, find(spec, split, source))
+    path = find(spec, split, source)
+    try:
+        examples = readers.get(spec.reader, _read_pairs)(spec, split, path)
+    except UnicodeDecodeError as e:
+        raise _not_utf8(path, e) from e
+    if not examples:
+        raise TaskDataUnavailableError(
+            f"{path} holds no {spec.title} {split} examples (a header and no rows, or no row "
+            f"with a gold label): give a {split} file with rows"
+        )
+    return examples
 
 
 def read_hub(spec: TaskSpec, split: str) -> list[Example]:

@@ -3,6 +3,7 @@ data is on the hub, and how its official files are laid out and read; ``compute_
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,7 +17,12 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 
 
 class TaskDataUnavailableError(RuntimeError):
-    """A task's data could not be had from the source asked for (hub unreachable, manual data)."""
+    """A task's data could not be had from the source asked for (hub unreachable, manual data,
+    a split file with no rows)."""
+
+
+class DataWarning(UserWarning):
+    """Data that runs but says little: one class only, constant scores, truncated inputs."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,24 @@ def compute_metrics(
         "accuracy": lambda: accuracy_score(labels, predictions),
         "matthews": lambda: matthews_corrcoef(labels, predictions),
         "f1": lambda: f1_score(labels, predictions),
-        "pearson": lambda: pearsonr(predictions, labels)[0],
-        "spearman": lambda: spearmanr(predictions, labels)[0],
+        "pearson": lambda: _correlation(pearsonr, "Pearson", predictions, labels),
+        "spearman": lambda: _correlation(spearmanr, "Spearman", predictions, labels),
     }
     return {m: 100.0 * float(fns[m]()) for m in task.metrics}
+
+
+def _correlation(fn, name: str, predictions: np.ndarray, labels: np.ndarray) -> float:
+    """``fn``'s correlation, or NaN with a ``DataWarning`` saying why it is undefined (in
+    place of scipy's warning): fewer than two pairs, or constant gold scores or predictions."""
+    for what, values in (("gold scores", labels), ("predictions", predictions)):
+        values = np.asarray(values, dtype=float)
+        if len(values) < 2 or np.ptp(values) == 0:
+            warnings.warn(
+                f"the {name} correlation is undefined (reported as NaN): the {what} are "
+                f"{'constant' if len(values) else 'empty'} ({len(values)} values"
+                f"{f', all {values[0]:g}' if len(values) else ''})",
+                DataWarning,
+                stacklevel=3,
+            )
+            return float("nan")
+    return fn(predictions, labels)[0]

@@ -1,0 +1,180 @@
+"""Bad parameters: the pretrain command line's options and the chapters' papermill
+parameters, each refused (BAD_INPUTS.md) before anything is loaded or pre-trained; every
+chapter checks every parameter it declares in its set-up cell."""
+
+import ast
+import json
+
+import pytest
+from bad_inputs import Case, context, make_base, params, registry, run_case
+
+from gpt1lib.checks import check_parameters
+from gpt1lib.reproduce import ROOT
+from gpt1lib.runs import main
+from gpt1lib.scales import SCALES, resolve_scale
+
+CLI: list[Case] = []
+CHAPTER: list[Case] = []
+cli, chapter = registry("cli", CLI), registry("chapter", CHAPTER)
+
+
+# ---------------------------------------------------------------- the pretrain command line
+
+
+def _cli(c, *args):
+    try:
+        main(["--out", str(c.tmp / "cli"), "--no-progress", *args])
+    except SystemExit as e:
+        raise ValueError(c.capsys.readouterr().err) from e
+
+
+@cli(ValueError, match="argument --steps: '0' is not a whole number >= 1")
+def cli_steps_zero(c):
+    _cli(c, "--steps", "0")
+
+
+@cli(ValueError, match="argument --batch-size: '0' is not a whole number >= 1")
+def cli_batch_size_zero(c):
+    _cli(c, "--batch-size", "0")
+
+
+@cli(ValueError, match="argument --ckpt-interval: '0' is not a whole number >= 1")
+def cli_ckpt_interval_zero(c):
+    _cli(c, "--ckpt-interval", "0")
+
+
+@cli(ValueError, match="argument --dropout: '1.5' is not a dropout rate")
+def cli_dropout_above_one(c):
+    _cli(c, "--dropout", "1.5")
+
+
+@cli(ValueError, match="--resume: .*cli holds no checkpoint to continue .* drop --resume")
+def cli_resume_on_a_mistyped_out(c):
+    _cli(c, "--resume")
+
+
+# ---------------------------------------------------------------- chapter parameters
+
+
+def _params(**p):
+    check_parameters(SCALES["smoke"], **p)
+
+
+@chapter(match="None")
+def chapter_tasks_one_name(c):
+    return _params(tasks="rte")  # papermill's -p tasks rte: a list of one
+
+
+@chapter(ValueError, match="bad chapter parameter: unknown task 'sst5'")
+def chapter_tasks_unknown(c):
+    _params(tasks=["sst2", "sst5"])
+
+
+@chapter(ValueError, match="bad chapter parameter: unknown task 'sst5'")
+def chapter_task_unknown(c):
+    _params(task="sst5")
+
+
+@chapter(ValueError, match="lm_coef='abc': use a number in")
+def chapter_lm_coef_abc(c):
+    _params(lm_coef="abc")
+
+
+@chapter(ValueError, match=r"limit=1\.5: use a whole number >= 1 or None")
+def chapter_limit_not_whole(c):
+    _params(limit=1.5)
+
+
+@chapter(ValueError, match="eval_limit=0")
+def chapter_eval_limit_zero(c):
+    _params(eval_limit=0)
+
+
+@chapter(ValueError, match="n_transfer=99: the model has 2 blocks")
+def chapter_n_transfer_deeper_than_the_model(c):
+    _params(init="pretrain", n_transfer=99)
+
+
+@chapter(ValueError, match="source='/nowhere': no such file or folder")
+def chapter_source_missing(c):
+    _params(source="/nowhere")
+
+
+@chapter(ValueError, match="init='/nowhere/step_9': .*does not exist")
+def chapter_init_missing_folder(c):
+    _params(init="/nowhere/step_9")
+
+
+@chapter(ValueError, match="seed='abc'")
+def chapter_seed_abc(c):
+    _params(seed="abc")
+
+
+@chapter(ValueError, match="unknown scale 'huge'")
+def chapter_scale_unknown(c):
+    resolve_scale("huge")
+
+
+@chapter(ValueError, match="corpus='/nowhere/books': no such file or folder")
+def chapter_corpus_missing(c):
+    _params(corpus="/nowhere/books")
+
+
+@chapter(ValueError, match="tokenizer='train:abc'")
+def chapter_tokenizer_spec(c):
+    _params(tokenizer="train:abc")
+
+
+@chapter(ValueError, match="steps=0")
+def chapter_steps_zero(c):
+    _params(steps=0)
+
+
+@chapter(ValueError, match="resume='yes': use True or False")
+def chapter_resume_not_a_bool(c):
+    _params(resume="yes")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return make_base(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture
+def c(base, tmp_path, monkeypatch, capsys):
+    return context(base, tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("case", params(CLI + CHAPTER))
+def test_bad_parameter(case, c):
+    run_case(case, c)
+
+
+@pytest.mark.parametrize("nb", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_each_chapter_checks_each_parameter_first(nb):
+    """The set-up cell passes every parameter but ``scale`` to check_parameters right after
+    the scale is resolved: only imports and resolving the scale come before it."""
+    cells = json.loads(nb.read_text())["cells"]
+    tagged = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+    declared = {t.targets[0].id for t in ast.parse("".join(tagged["source"])).body} - {"scale"}
+    setup = next("".join(c["source"]) for c in cells if "check_parameters(" in "".join(c["source"]))
+    body = ast.parse(setup).body
+    at = next(i for i, n in enumerate(body) if "check_parameters(" in ast.unparse(n))
+    assert {k.arg for k in body[at].value.keywords} == declared
+    for node in body[:at]:
+        assert isinstance(node, (ast.Import, ast.ImportFrom)) or (
+            "resolve_scale(scale)" in ast.unparse(node)
+        ), ast.unparse(node)
+
+
+def test_a_chapter_refuses_a_bad_parameter_before_pre_training(tmp_path):
+    pm = pytest.importorskip("papermill")
+    with pytest.raises(pm.PapermillExecutionError, match="lm_coef='abc'"):
+        pm.execute_notebook(
+            str(ROOT / "book" / "05_classification.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            parameters={"scale": "smoke", "lm_coef": "abc", "out_dir": str(tmp_path)},
+            cwd=str(ROOT / "book"),
+            progress_bar=False,
+        )
+    assert not (tmp_path / "smoke").exists()  # nothing pre-trained, nothing written
