@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from numbers import Integral, Real
 from pathlib import Path
 
+from .loss import REGRESSIONS
 from .tasks import DataWarning, Example, TaskSpec, get_task, task_names
 
 __all__ = [
@@ -294,7 +295,13 @@ PARAMETERS: dict[str, Callable] = {
     "released_bpe": lambda name, value: value is None or _path(name, value),
     "resume": lambda name, value: _boolean(name, value),
     "compile": lambda name, value: _boolean(name, value),
+    "regression": lambda name, value: _choice(name, value, REGRESSIONS),
 }
+
+
+def _choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: use one of {list(choices)}")
 
 
 def _boolean(name: str, value) -> None:
