@@ -18,3 +18,19 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is not here")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A tiny pre-trained run that a module's bad-input cases share (tests/bad_inputs.py)."""
+    from bad_inputs import make_base  # after the offline settings above
+
+    return make_base(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture
+def c(base, tmp_path, monkeypatch, capsys):
+    """One bad-input case's context: the shared run, a fresh folder, the captured output."""
+    from bad_inputs import context
+
+    return context(base, tmp_path, monkeypatch, capsys)

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from bad_inputs import Case, context, make_base, params, registry, run_case, tiny
+from bad_inputs import Case, params, registry, run_case, tiny
 
 from gpt1lib import GPT1Tokenizer
 from gpt1lib.checkpoint import (
@@ -201,16 +201,6 @@ def leftovers_of_a_crash_mid_write(c):
     (c.log_ckpt / f".model.safetensors.tmp{dead}").write_text("")
     _resume(c)  # a finished run: it only starts, and cleans
     return sorted(p.name for p in c.run.rglob(".*") if LEFTOVER.match(p.name))
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return make_base(tmp_path_factory.mktemp("run"))
-
-
-@pytest.fixture
-def c(base, tmp_path, monkeypatch, capsys):
-    return context(base, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("case", params(CHECKPOINT))

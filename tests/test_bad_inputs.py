@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from bad_inputs import Case, context, doc_ids, make_base, params, registry, run_case
+from bad_inputs import Case, doc_ids, params, registry, run_case
 
 from gpt1lib.checks import DataWarning
 from gpt1lib.corpus import load_documents
@@ -327,16 +327,6 @@ def stsb_constant_predictions(c):
 @library(warns=DataWarning, match=r"race train: \d+ of 48 examples truncated to fit n_ctx=32")
 def truncated_inputs(c):
     _run(c, "race")
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return make_base(tmp_path_factory.mktemp("run"))
-
-
-@pytest.fixture
-def c(base, tmp_path, monkeypatch, capsys):
-    return context(base, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("case", params(LIBRARY))

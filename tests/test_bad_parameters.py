@@ -6,7 +6,7 @@ import ast
 import json
 
 import pytest
-from bad_inputs import Case, context, make_base, params, registry, run_case
+from bad_inputs import Case, params, registry, run_case
 
 from gpt1lib.checks import check_parameters
 from gpt1lib.reproduce import ROOT
@@ -133,16 +133,6 @@ def chapter_steps_zero(c):
 @chapter(ValueError, match="resume='yes': use True or False")
 def chapter_resume_not_a_bool(c):
     _params(resume="yes")
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return make_base(tmp_path_factory.mktemp("run"))
-
-
-@pytest.fixture
-def c(base, tmp_path, monkeypatch, capsys):
-    return context(base, tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.parametrize("case", params(CLI + CHAPTER))
