@@ -219,9 +219,11 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         tensors |= {f"rng.cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())}
-    _write_tensors(tmp / "train_state.safetensors", tensors)
+    digests = {"train_state.safetensors": _write_tensors(tmp / "train_state.safetensors", tensors)}
+    digests[MODEL_FILE] = json.loads((tmp / MODEL_META).read_text())["sha256"]  # hashed once
     tokenizer.save(tmp)
-    files = {n: file_sha256(tmp / n) for n in CHECKPOINT_FILES if n != "state.json"}
+    others = [n for n in CHECKPOINT_FILES if n != "state.json"]
+    files = {n: digests.get(n) or file_sha256(tmp / n) for n in others}
     write_json(tmp / "state.json", {**state, "param_groups": sd["param_groups"], "files": files})
     old = folder.with_name(f".old-{folder.name}-{os.getpid()}")
     if folder.exists():

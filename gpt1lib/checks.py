@@ -25,8 +25,8 @@ from .tasks import DataWarning, Example, TaskSpec, get_task, task_names
 
 __all__ = [
     "DataWarning", "check_finetune", "check_finetune_config", "check_parameters",
-    "check_pretrain_config", "check_run_task", "check_source", "count", "warn_data",
-    "warn_truncated",
+    "check_pretrain_config", "check_run_task", "check_source", "check_tokenizer", "count",
+    "warn_data", "warn_truncated",
 ]  # fmt: skip
 
 
@@ -93,6 +93,16 @@ def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
     count(c + "n_log_checkpoints", cfg.n_log_checkpoints, 0)
     count(c + "seed", cfg.seed, None)
     count("stop_after", stop_after, none=True, hint="None: run to total_steps")
+
+
+def check_tokenizer(tok, model, fix: str) -> None:
+    """The tokenizer's vocabulary is the model's, so every id it makes is one the model knows
+    (ids are checked once, where they enter); ``fix`` ends the error."""
+    if tok.vocab_size != model.config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
+            f"{model.config.vocab_size}: {fix}"
+        )
 
 
 # ---------------------------------------------------------------- tasks

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .checks import check_finetune, check_run_task, warn_truncated
+from .checks import check_finetune, check_run_task, check_tokenizer, warn_truncated
 from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
@@ -296,11 +296,7 @@ def finetune(
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
     check_finetune(task, cfg, train, evals)
-    if tok.vocab_size != pretrained.config.vocab_size:  # ids are checked where they enter
-        raise ValueError(
-            f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
-            f"{pretrained.config.vocab_size}: fine-tune with the model's own tokenizer"
-        )
+    check_tokenizer(tok, pretrained, "fine-tune with the model's own tokenizer")
     t_start = time.perf_counter()
     model = build_task_model(
         pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len, cfg.regression

@@ -41,7 +41,7 @@ from .checkpoint import (
     save_and_prune,
     save_model,
 )
-from .checks import check_pretrain_config
+from .checks import check_pretrain_config, check_tokenizer
 from .corpus import Corpus
 from .optim import cosine_lr, make_optimizer, train_step
 from .records import append_records, keep_records, make_record, provenance, read_records
@@ -186,12 +186,8 @@ def _check_inputs(model, tokenizer, corpus: Corpus, cfg, proc: Dist, out_dir, st
     if Path(out_dir).is_file():
         raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
     model_cfg = model.config
-    if tokenizer.vocab_size != model_cfg.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {model_cfg.vocab_size}: build the model with "
-            "vocab_size=tokenizer.vocab_size (or load the model's own tokenizer)"
-        )
+    fix = "build the model with vocab_size=tokenizer.vocab_size (or load its own tokenizer)"
+    check_tokenizer(tokenizer, model, fix)
     if corpus.train.block != model_cfg.n_ctx + 1:
         raise ValueError(
             f"the corpus was cut into blocks of {corpus.train.block} tokens but the "

@@ -37,7 +37,7 @@ from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
-from .checks import warn_data
+from .checks import check_tokenizer, warn_data
 from .records import make_record, provenance
 from .runs import load_run_model
 from .runtime import pick_device
@@ -216,11 +216,7 @@ def _check(model, tok, spec, examples, train) -> None:
         raise ValueError(
             f"no zero-shot heuristic for {spec.name!r}; the paper's: {ZERO_SHOT_TASKS}"
         )
-    if tok.vocab_size != model.config.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
-            f"{model.config.vocab_size}: score with the tokenizer the model was trained with"
-        )
+    check_tokenizer(tok, model, "score with the tokenizer the model was trained with")
     if spec.name == "cola" and not train:
         raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
     for name, exs in (("examples", examples), ("train", train or [])):
