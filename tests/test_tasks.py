@@ -18,6 +18,7 @@ from gpt1lib.tasks import (
     get_task,
     load_examples,
     subsample,
+    unavailable,
 )
 
 #: Examples per fixture split (labeled splits are balanced; see the fixture README).
@@ -213,6 +214,23 @@ def test_story_cloze_picks_the_2016_files(tmp_path):
     shutil.copy(src / "cloze_test_val__spring2016.csv", tmp_path / "val2016_copy.csv")
     with pytest.raises(ValueError, match="several Story Cloze train files"):
         load_examples("story_cloze", "train", tmp_path)
+
+
+def test_story_cloze_without_its_test_file_splits_the_validation_file(tmp_path):
+    shutil.copy(FIXTURES / "story_cloze" / "cloze_test_val__spring2016.csv", tmp_path)
+    stories = load_examples(
+        "story_cloze", "train", FIXTURES / "story_cloze" / "cloze_test_val__spring2016.csv"
+    )
+    train = load_examples("story_cloze", "train", tmp_path)
+    test = load_examples("story_cloze", "test", tmp_path)
+    assert len(train) + len(test) == len(stories) and len(test) == len(stories) // 2
+    assert sorted(train + test, key=stories.index) == stories  # the halves share no story
+    assert load_examples("story_cloze", "test", tmp_path, seed=5) == test  # same halves any seed
+    assert unavailable("story_cloze", tmp_path) is None
+    assert "no test file" in describe_source("story_cloze", "test", tmp_path)
+    (tmp_path / "cloze_test_val__spring2016.csv").unlink()
+    with pytest.raises(FileNotFoundError, match="Story Cloze train"):
+        load_examples("story_cloze", "test", tmp_path)
 
 
 def test_dprd_blocks():

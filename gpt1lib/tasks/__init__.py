@@ -81,6 +81,9 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
     """The file (or hub split) that ``load_examples(task, split, source)`` reads."""
     spec = _spec(task, split)
+    if _val_only(spec, source):
+        half = "the half fine-tuned on" if split == "train" else "the other half, scored"
+        return f"{find(spec, 'train', source)} ({half}: no test file)"
     if source != "hub":
         return str(find(spec, split, source))
     if spec.hub is None:
@@ -110,5 +113,36 @@ def load_examples(
     ``source``: ``"fixture"`` (the small files shipped with gpt1lib), ``"hub"`` (the registry's
     hub id through ``datasets``), or a folder in the data set's official layout (or the one file
     to read). ``limit`` keeps that many examples, drawn with ``seed``, in file order.
+
+    Story Cloze from a folder that holds only its validation file (the test file is handed out
+    separately): ``train`` is one half of that file and ``test`` the other (``val_halves``).
     """
-    return subsample(read(_spec(task, split), split, source), limit, seed)
+    spec = _spec(task, split)
+    if _val_only(spec, source):
+        return subsample(val_halves(spec, source)[split], limit, seed)
+    return subsample(read(spec, split, source), limit, seed)
+
+
+def _val_only(spec: TaskSpec, source: str | Path) -> bool:
+    """Story Cloze in a local folder with its validation file but without its test file."""
+    if spec.name != "story_cloze" or source in ("fixture", "hub") or Path(source).is_file():
+        return False
+    try:
+        find(spec, "test", source)
+    except FileNotFoundError:
+        find(spec, "train", source)  # neither file: the error names the validation file
+        return True
+    return False
+
+
+def val_halves(spec: TaskSpec, source: str | Path) -> dict[str, list[Example]]:
+    """The Story Cloze validation file cut in two, the same way for every run (seed 0, not the
+    run's): ``train`` (936 of the 1,871 stories) to fine-tune on, ``test`` (935) to score."""
+    stories = read(spec, "train", source)
+    order = list(range(len(stories)))
+    random.Random(0).shuffle(order)
+    test = set(order[: len(stories) // 2])
+    return {
+        "train": [x for i, x in enumerate(stories) if i not in test],
+        "test": [x for i, x in enumerate(stories) if i in test],
+    }
