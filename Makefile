@@ -16,9 +16,11 @@ install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH)"
 	$(PYTHON) -m pip install -q -e ".[book,test,exact]"
 
-# Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html.
+# Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html; then check
+# the pages for progress bars, warnings and machine paths (tools/check_pages.py).
 book: install
 	jupyter-book build . -W --keep-going
+	$(PYTHON) tools/check_pages.py _build/html
 
 # Lint, then the unit tests and every chapter through nbmake, in one pytest run.
 test: install lint

@@ -103,8 +103,7 @@ def load_documents(
         texts = [read_text(f) for f in files]
         if doc_separator:
             texts = [d for t in texts for d in t.split(doc_separator) if d.strip()]
-        name = "fixture" if path == FIXTURE else path  # no machine's path for the fixture
-        desc = f"{name} ({split}: {len(files)} file{'s' * (len(files) != 1)})"
+        desc = local_location(path, files)
     else:
         texts, desc = _hub_documents(str(source), split, text_field, limit)
     if limit is not None:
@@ -112,6 +111,20 @@ def load_documents(
     if not any(t.strip() for t in texts):
         raise ValueError(f"the {split!r} part of {desc} is empty: give a corpus with text in it")
     return Documents(texts, desc)
+
+
+def local_location(source: Path, files: list[Path]) -> str:
+    """Where local corpus text was read, as records keep it: relative to the folder that holds
+    ``source`` (``gutenberg_novels/train.txt``, ``books/train/*.txt (12 files)``), or under
+    ``fixture:`` for the package's own; never this machine's absolute path."""
+    root, prefix = (FIXTURE, "fixture:") if source == FIXTURE else (source.parent, "")
+    if len(files) == 1:
+        return prefix + files[0].relative_to(root).as_posix()
+    folder = Path(os.path.commonpath(files))
+    folder = folder.parent if folder in files else folder
+    pattern = "*.txt" if all(f.parent == folder for f in files) else "**/*.txt"
+    where = (folder / pattern).relative_to(root).as_posix()
+    return f"{prefix}{where} ({len(files)} files)"
 
 
 def _hub_documents(

@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from .checks import check_finetune, check_run_task, check_tokenizer, warn_truncated
 from .fast import FastGPT
@@ -40,13 +39,12 @@ from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, provenance
-from .runtime import pick_device, seed_everything
+from .runtime import pick_device, progress_bar, seed_everything
 from .tasks import (
-    FIXTURES,
     Example,
     TaskSpec,
     compute_metrics,
-    describe_source,
+    data_location,
     get_task,
     load_examples,
 )
@@ -328,7 +326,8 @@ def finetune(
         **provenance(device),
     }
     records, train_time = [], 0.0
-    bar = tqdm(total=total, disable=not progress, desc=f"{task.name}", unit="step")
+    desc = f"fine-tuning {task.name}"
+    bar = progress_bar(total=total, desc=desc, unit="update", enabled=progress)
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
         train_loss = _epoch(net, model, opt, train_items, rng, cfg, epoch, total, device, bf16, bar)
@@ -396,8 +395,7 @@ def run_task(
     train = load_examples(spec, "train", source, limit, cfg.seed)
     split = eval_split or spec.eval_split
     evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
-    # data files named relative to the fixtures, so records do not hold this machine's paths
-    where = describe_source(spec, "train", source).replace(str(FIXTURES), "fixture:")
+    where = data_location(spec, "train", source)  # relative to source: no machine's path
     data = f"{where} ({len(train)} examples{'' if limit is None else f', limit {limit}'})"
     out = Path(out_dir) / spec.name if out_dir else None
     result = finetune(

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from tqdm.auto import tqdm
 
 from .checkpoint import (
     CheckpointError,
@@ -45,7 +44,7 @@ from .checks import check_pretrain_config, check_tokenizer
 from .corpus import Corpus
 from .optim import cosine_lr, make_optimizer, train_step
 from .records import append_records, keep_records, make_record, provenance, read_records
-from .runtime import pick_device, seed_everything
+from .runtime import pick_device, progress_bar, seed_everything
 
 
 @dataclass(frozen=True)
@@ -348,9 +347,10 @@ class _Logger:
         self.last_step = step
         self.loss_sum = torch.zeros((), device=device)
         self.val_loss: float | None = None
-        off = not (progress and proc.main)
-        self.bar = tqdm(total=self.total_steps, initial=step, disable=off, unit="step")
-        self.bar.set_description(cfg.experiment)
+        on = progress and proc.main
+        self.bar = progress_bar(
+            total=self.total_steps, initial=step, desc=cfg.experiment, unit="update", enabled=on
+        )
 
     def record(self, metric: str, value: float, step: int, **fields) -> dict:
         wall = time.perf_counter() - self.t0

@@ -27,7 +27,7 @@ from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
 from .pretrain import PretrainResult, init_distributed, pretrain
-from .runtime import pick_device, seed_everything
+from .runtime import pick_device, seed_everything, shown_path
 from .scales import SCALES, Scale
 from .tasks import unavailable
 from .tokenizer import GPT1Tokenizer
@@ -114,7 +114,7 @@ def pretrained_model(
         return load_pretrained(), GPT1Tokenizer.from_hub(), "GPT-1's released weights"
     if init != "pretrain":
         model, tok = load_run_model(init)
-        return model, tok, f"checkpoint {init}"
+        return model, tok, f"checkpoint {shown_path(init)}"
     S = SCALES[scale]
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
@@ -137,7 +137,7 @@ def pretrained_model(
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
-    return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
+    return model, tok, f"pre-trained here ({arch}, {scale}, {shown_path(ckpt)})"
 
 
 def run_tasks(

@@ -35,12 +35,11 @@ import numpy as np
 import torch
 from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
-from tqdm.auto import tqdm
 
 from .checks import check_tokenizer, warn_data
 from .records import make_record, provenance
 from .runs import load_run_model
-from .runtime import pick_device
+from .runtime import pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from, whether
@@ -257,7 +256,8 @@ def evaluate_checkpoints(
     out, folders = [], list(map(Path, folders))
     if unnamed := [str(f) for f in folders if not re.fullmatch(r"step_\d+", f.name)]:
         raise ValueError(f"{unnamed}: checkpoint folders are named step_<updates>")
-    for folder in tqdm(folders, desc="zero-shot", disable=not progress):
+    bar = progress_bar(folders, desc="zero-shot", unit="checkpoint", enabled=progress)
+    for folder in bar:
         model, tok = load_run_model(folder, dev)
         model.to(dev)
         for task, (examples, train) in data.items():

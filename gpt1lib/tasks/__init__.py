@@ -39,8 +39,8 @@ from .registry import (
 
 __all__ = [
     "FIXTURES", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
-    "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "describe_source", "get_task",
-    "load_examples", "subsample", "task_names", "unavailable",
+    "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "data_location", "describe_source",
+    "get_task", "load_examples", "subsample", "task_names", "unavailable",
 ]  # fmt: skip
 
 
@@ -89,6 +89,21 @@ def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixt
     if spec.hub is None:
         return f"no hub copy ({spec.manual})"
     return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
+
+
+def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
+    """Where ``split`` of ``task`` is read from, as records keep it: relative to ``source``
+    (``glue/MRPC/train.tsv``), ``fixture:`` and the path under the fixtures, the file and its
+    folder's name where ``source`` is that file, or the hub data set; never this machine's
+    absolute path."""
+    if source == "hub":
+        return describe_source(task, split, source)
+    path = find(_spec(task, split), split, source)
+    root = FIXTURES if source == "fixture" else Path(source)
+    if root.is_file() or path == root:  # the file (or RACE split folder) itself
+        return f"{path.parent.name}/{path.name}"
+    where = path.relative_to(root).as_posix()
+    return f"fixture:{where}" if source == "fixture" else where
 
 
 def subsample(examples: list[Example], limit: int | None, seed: int = 0) -> list[Example]:
