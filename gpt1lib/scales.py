@@ -16,7 +16,7 @@ name. The scales:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -55,12 +55,21 @@ class Scale:
     bench: dict[str, tuple[int, int, int]] = field(
         default_factory=dict
     )  # device: batch, seq, steps
+    # Table 5's arms ("full", "no_pretraining", "no_aux_lm", "lstm"): fine-tuning settings that
+    # differ from ``finetune`` (the "full" arm's, which every other chapter uses)
+    arms: dict[str, dict] = field(default_factory=dict)
 
     def model_config(self, **overrides) -> GPTConfig:
         return preset(self.model, **overrides)
 
     def lstm_config(self, **overrides) -> LSTMConfig:
         return lstm_preset(self.model, **overrides)
+
+    def finetune_for(self, arm: str, **overrides) -> FinetuneConfig:
+        """The fine-tuning settings of one of Table 5's arms, ``overrides`` replacing fields."""
+        if arm not in ("full", "no_pretraining", "no_aux_lm", "lstm"):
+            raise ValueError(f"arm={arm!r}: use 'full', 'no_pretraining', 'no_aux_lm' or 'lstm'")
+        return replace(self.finetune, **(self.arms.get(arm, {}) | overrides))
 
     @property
     def n_merges(self) -> int:

@@ -34,3 +34,15 @@ def test_default_limits_fill_only_what_is_not_given():
     assert SCALES["cpu"].limits_for("race") == {"limit": 200, "eval_limit": 200}  # 4 sequences
     assert SCALES["cpu"].limits_for("sst2", 10, 0) == {"limit": 10, "eval_limit": 0}
     assert SCALES["cpu"].n_merges == 8000
+
+
+def test_each_ablation_arm_has_its_own_settings_over_the_scales():
+    S = SCALES["cpu"]
+    for arm in ("full", "no_pretraining", "no_aux_lm", "lstm"):
+        cfg = S.finetune_for(arm, seed=7)
+        assert cfg.seed == 7
+        for field, value in S.arms.get(arm, {}).items():
+            assert getattr(cfg, field) == value
+    assert SCALES["smoke"].finetune_for("lstm") == SCALES["smoke"].finetune
+    with pytest.raises(ValueError, match="arm='bert'"):
+        S.finetune_for("bert")
