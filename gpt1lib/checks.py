@@ -267,7 +267,10 @@ def _tokenizer(name: str, value) -> None:
 def _init(value, S) -> int | None:
     """Check ``init``; returns the depth of the model it gives where known before loading."""
     from .checkpoint import check_model_folder
+    from .runs import resolve_init
 
+    if value is None and S is not None:
+        value = resolve_init(value, S.name)
     if value in (None, "pretrain"):
         return S.model_config().n_layer if S is not None else None
     if value == "released":

@@ -31,7 +31,7 @@ from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
 from .tasks import unavailable
 from .tokenizer import GPT1Tokenizer
-from .weights import load_pretrained
+from .weights import HUB_ID, load_pretrained
 
 
 def load_run_model(folder: str | os.PathLike, device: str = "cpu"):
@@ -85,10 +85,67 @@ def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, a
     return new_model(S, tok.vocab_size, arch, **kw), data
 
 
+#: What pre-training costs at each scale, said before a chapter starts it (small: its 98 PFLOP
+#: at 25-35% of a GPU's peak, gpt1lib.flops; cpu: measured on two cores).
+PRETRAIN_TIME = {
+    "smoke": "seconds on a CPU",
+    "cpu": "about 15 minutes on two CPU cores, the LSTM about 10 more",
+    "small": "about 15 minutes on an A100 or H100, 2 hours or more on a T4",
+    "paper": "about 30 days on 8 GPUs (the paper's); run it apart, with torchrun",
+}
+#: The released model: 117 M float32 parameters on the hub.
+RELEASED_TIME = "a 480 MB download, a minute or so"
+
+
+def resolve_init(init: str | None, scale: str) -> str:
+    """``init`` as given, or where None the scale's default: GPT-1's released weights
+    ("released") at ``small`` and ``paper``, where pre-training first would take hours, and
+    this book's own pre-training run ("pretrain") at ``smoke`` and ``cpu``, where it takes
+    seconds or minutes and the released 12 x 768 model would be slower than the scale."""
+    if init is not None:
+        return init
+    return "released" if scale in ("small", "paper") else "pretrain"
+
+
+def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:
+    """What ``pretrained_model`` is about to do and about how long it takes, one line."""
+    if init == "released":
+        where = os.environ.get(RELEASED_ENV) or HUB_ID
+        return f"starting from GPT-1's released weights ({where}; {RELEASED_TIME})"
+    if init != "pretrain":
+        return f"starting from the checkpoint {init}"
+    run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
+    ckpt = latest_checkpoint(run_dir)
+    state = read_state(ckpt) if ckpt is not None else None
+    if state is not None and state["step"] >= state["run_config"]["pretrain"]["total_steps"]:
+        return f"starting from this book's pre-training run {run_dir} (done)"
+    doing = "finishing" if state is not None else "pre-training"
+    return (
+        f"{doing} the {scale} scale's {arch} model first in {run_dir} ({PRETRAIN_TIME[scale]}; "
+        "init='released' starts from GPT-1's weights instead)"
+    )
+
+
+#: A local copy of the hub's openai-community/openai-gpt (config.json, model.safetensors,
+#: vocab.json, merges.txt) that init="released" reads instead of the hub.
+RELEASED_ENV = "GPT1_RELEASED_DIR"
+
+
+def released_model():
+    """GPT-1's released weights and vocabulary, and where they came from: the folder
+    ``$GPT1_RELEASED_DIR`` (the hub repository's files) where it is set, else the hub."""
+    folder = os.environ.get(RELEASED_ENV)
+    if not folder:
+        return load_pretrained(), GPT1Tokenizer.from_hub(), f"GPT-1's released weights ({HUB_ID})"
+    f = Path(folder)
+    tok = GPT1Tokenizer.from_released(f / "vocab.json", f / "merges.txt")
+    return load_pretrained(f), tok, f"GPT-1's released weights ({RELEASED_ENV}={f})"
+
+
 def pretrained_model(
     scale: str,
     out_dir: str | os.PathLike = "runs",
-    init: str = "pretrain",
+    init: str | None = None,
     corpus: str | None = None,
     arch: str = "gpt",
     device: str | None = None,
@@ -97,24 +154,31 @@ def pretrained_model(
     """The model fine-tuning starts from, its tokenizer, and a line saying what it is.
 
     ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (or
-    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (seconds at the smoke
-    scale); "released", GPT-1's released weights and vocabulary from the hub; or a checkpoint
-    folder written by ``pretrain``. The LSTM reads the transformer run's tokenizer, so the two
-    see the same tokens.
+    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (``PRETRAIN_TIME``);
+    "released", GPT-1's released weights and vocabulary (``released_model``); a checkpoint
+    folder written by ``pretrain``; or None, the scale's default (``resolve_init``: released at
+    small and paper, pretrain at smoke and cpu). The LSTM reads the transformer run's
+    tokenizer, so the two see the same tokens.
     """
     if arch not in ("gpt", "lstm"):
         raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {tuple(SCALES)}")
+    init = resolve_init(init, scale) if arch == "gpt" else init or "pretrain"
     if init not in ("pretrain", "released"):
         check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
     if init == "released":
         if arch != "gpt":
             raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
-        return load_pretrained(), GPT1Tokenizer.from_hub(), "GPT-1's released weights"
+        return released_model()
     if init != "pretrain":
         model, tok = load_run_model(init)
         return model, tok, f"checkpoint {init}"
+    return _own_run(scale, out_dir, corpus, arch, device, progress)
+
+
+def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
+    """``pretrained_model``'s "pretrain": the run in ``out_dir/<scale>``, made or finished."""
     S = SCALES[scale]
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
