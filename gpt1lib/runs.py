@@ -8,7 +8,10 @@ weights, or any checkpoint folder ``pretrain`` wrote. ``main`` is ``python -m gp
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -242,23 +245,43 @@ def run_tasks(
     return results, skipped
 
 
+def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
+    """The command line, its defaults those of ``scale`` (so ``--scale small --help`` shows
+    small's)."""
+    S, P = SCALES[scale], SCALES[scale].pretrain
+    p = argparse.ArgumentParser(
+        prog="python -m gpt1lib.pretrain",
+        description="Pre-train GPT-1 on a corpus (L1, §3.1) with a scale's recipe, on one GPU, "
+        "a CPU, or many GPUs under torchrun; or resume such a run.",
+        epilog=f"The defaults shown are the {scale} scale's (gpt1lib/scales.py); "
+        "--scale NAME --help shows another's.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    arg = p.add_argument
+    arg("--scale", choices=tuple(SCALES), default="smoke", help="model, data and recipe")
+    arg("--out", required=True, help="run folder: checkpoints, records, samples")
+    arg("--corpus", default=S.corpus, help="'fixture', a text file or folder, or a hub id")
+    arg("--corpus-limit", type=positive_int, default=S.corpus_limit, help="documents (None: all)")
+    arg("--tokenizer", default=S.tokenizer, help="'released', 'train:N', or a saved folder")
+    arg("--steps", type=positive_int, default=P.total_steps, help="updates (None: epochs)")
+    arg("--batch-size", type=positive_int, default=P.batch_size, help="sequences per update")
+    arg("--micro-batch-size", type=positive_int, help="per forward pass (None: the batch)")
+    arg("--ckpt-interval", type=positive_int, default=P.ckpt_interval, help="updates")
+    arg("--stop-after", type=positive_int, help="end this call after N updates (None: at the end)")
+    arg("--dropout", type=dropout, help="every dropout rate (None: the model's, 0.1)")
+    arg("--seed", type=int, default=0, help="seeds the model, the batches and the tokenizer")
+    arg("--resume", action="store_true", help="continue the run in --out")
+    arg("--device", help="cpu, cuda, cuda:1 ... (None: CUDA where available)")
+    arg("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
 def main(argv: list[str] | None = None) -> PretrainResult:
-    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``)."""
-    p = argparse.ArgumentParser(prog="python -m gpt1lib.pretrain", description=pretrain.__doc__)
-    p.add_argument("--scale", choices=tuple(SCALES), default="smoke")
-    p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
-    p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
-    p.add_argument("--tokenizer", help="'released', 'train:N', or a saved folder")
-    p.add_argument("--steps", type=positive_int, help="total updates (default: the scale's)")
-    p.add_argument("--batch-size", type=positive_int)
-    p.add_argument("--micro-batch-size", type=positive_int)
-    p.add_argument("--ckpt-interval", type=positive_int)
-    p.add_argument("--stop-after", type=positive_int, help="end this call after N updates")
-    p.add_argument("--dropout", type=dropout, help="all dropout rates (default 0.1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--device")
-    p.add_argument("--no-progress", action="store_true")
+    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): the scale gives
+    every default; ends with a summary (validation perplexity, checkpoint, how to resume)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
+    p = _parser(pre.parse_known_args(argv)[0].scale)
     args = p.parse_args(argv)
     if args.resume and latest_checkpoint(args.out) is None:
         p.error(
@@ -266,32 +289,49 @@ def main(argv: list[str] | None = None) -> PretrainResult:
             "stopped before its first checkpoint); check --out, or drop --resume to start a "
             "new run there"
         )
-    S = SCALES[args.scale]
+    S, corpus, limit = SCALES[args.scale], args.corpus, args.corpus_limit
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
     cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
     proc = init_distributed(pick_device(args.device))
     ckpt = latest_checkpoint(args.out) if args.resume else None
-    spec = str(ckpt) if ckpt is not None else args.tokenizer or S.tokenizer
+    spec = str(ckpt) if ckpt is not None else args.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
         # once, in the main process, and have every process read that tokenizer.
         saved = Path(args.out) / "tokenizer"
         if proc.main and not (saved / "tokenizer.json").is_file():
-            load_tokenizer(spec, load_documents(args.corpus, "train").texts).save(saved)
+            texts = load_documents(corpus, "train", limit=limit).texts
+            load_tokenizer(spec, texts).save(saved)
         if proc.world > 1:
             dist.barrier()
         spec = str(saved)
     tok = load_tokenizer(spec)
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
     drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
-    model, data = _model_and_corpus(
-        S, tok, args.corpus, args.seed, Path(args.out) / "cache", **drop
-    )
-    kw = {
-        "resume": args.resume,
-        "scale": args.scale,
-        "device": args.device,
-        "stop_after": args.stop_after,
-    }
-    return pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
+    cache = Path(args.out) / "cache"
+    model, data = _model_and_corpus(S, tok, corpus, args.seed, cache, limit, **drop)
+    kw = {"resume": args.resume, "scale": args.scale, "device": args.device}
+    kw["stop_after"] = args.stop_after
+    result = pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
+    if proc.main:
+        print(summary(result, argv if argv is not None else sys.argv[1:]))
+    return result
+
+
+def summary(result: PretrainResult, argv: list[str]) -> str:
+    """The lines a command-line run ends with: how far it got, its validation perplexity, its
+    newest checkpoint, and the command that continues it."""
+    ckpt = latest_checkpoint(result.out_dir)
+    ppl = f"{math.exp(result.val_loss):,.2f}" if result.val_loss is not None else "not yet measured"
+    again = shlex.join(["python", "-m", "gpt1lib.pretrain", *argv])
+    again += "" if "--resume" in argv else " --resume"
+    done = result.step >= result.total_steps
+    lines = [
+        f"pre-training {'done' if done else 'stopped'}: update {result.step:,} of "
+        f"{result.total_steps:,} in {result.wall_time / 60:.1f} minutes",
+        f"validation perplexity: {ppl}",
+        f"checkpoint: {ckpt}",
+        "resume: " + (again if not done else "nothing left to run (the run is complete)"),
+    ]
+    return "\n".join(lines)

@@ -43,6 +43,11 @@ def cli_ckpt_interval_zero(c):
     _cli(c, "--ckpt-interval", "0")
 
 
+@cli(ValueError, match="argument --corpus-limit: '0' is not a whole number >= 1")
+def cli_corpus_limit_zero(c):
+    _cli(c, "--corpus-limit", "0")
+
+
 @cli(ValueError, match="argument --dropout: '1.5' is not a dropout rate")
 def cli_dropout_above_one(c):
     _cli(c, "--dropout", "1.5")
