@@ -29,6 +29,7 @@ from .corpus import build_corpus, load_documents
 from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
+from .paths import shown
 from .pretrain import PretrainResult, init_distributed, pretrain
 from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
@@ -116,15 +117,16 @@ def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:
         where = os.environ.get(RELEASED_ENV) or HUB_ID
         return f"starting from GPT-1's released weights ({where}; {RELEASED_TIME})"
     if init != "pretrain":
-        return f"starting from the checkpoint {init}"
+        return f"starting from the checkpoint {shown(init)}"
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
     state = read_state(ckpt) if ckpt is not None else None
     if state is not None and state["step"] >= state["run_config"]["pretrain"]["total_steps"]:
-        return f"starting from this book's pre-training run {run_dir} (done)"
+        return f"starting from this book's pre-training run {shown(run_dir)} (done)"
     doing = "finishing" if state is not None else "pre-training"
     return (
-        f"{doing} the {scale} scale's {arch} model first in {run_dir} ({PRETRAIN_TIME[scale]}; "
+        f"{doing} the {scale} scale's {arch} model first in {shown(run_dir)} "
+        f"({PRETRAIN_TIME[scale]}; "
         "init='released' starts from GPT-1's weights instead)"
     )
 
@@ -176,7 +178,7 @@ def pretrained_model(
         return released_model()
     if init != "pretrain":
         model, tok = load_run_model(init)
-        return model, tok, f"checkpoint {init}"
+        return model, tok, f"checkpoint {shown(init)}"
     return _own_run(scale, out_dir, corpus, arch, device, progress)
 
 
@@ -204,7 +206,7 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
-    return model, tok, f"pre-trained here ({arch}, {scale}, {ckpt})"
+    return model, tok, f"pre-trained here ({arch}, {scale}, {shown(ckpt)})"
 
 
 def run_tasks(
