@@ -21,6 +21,7 @@ from numbers import Integral, Real
 from pathlib import Path
 
 from .loss import REGRESSIONS
+from .paths import local_path, results_dir, runs_dir
 from .tasks import DataWarning, Example, TaskSpec, get_task, task_names
 
 __all__ = [
@@ -267,15 +268,24 @@ def _tokenizer(name: str, value) -> None:
 def _init(value, S) -> int | None:
     """Check ``init``; returns the depth of the model it gives where known before loading."""
     from .checkpoint import check_model_folder
+    from .runs import resolve_init
 
+    if value is None and S is not None:
+        value = resolve_init(value, S.name)
     if value in (None, "pretrain"):
         return S.model_config().n_layer if S is not None else None
     if value == "released":
         return 12
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"init={value!r}: use 'pretrain', 'released' or a checkpoint folder")
-    check_model_folder(Path(value), f"init={str(value)!r}: ")
+    check_model_folder(Path(local_path(value)), f"init={str(value)!r}: ")
     return None
+
+
+def _folder(name: str, value, resolve: Callable) -> None:
+    """None (the repository's folder), or a folder path, resolved as the chapter will."""
+    if value is not None:
+        _path(name, resolve(value) if isinstance(value, (str, os.PathLike)) else value, False)
 
 
 def _rule(kind: str, *args) -> Callable:
@@ -297,12 +307,12 @@ PARAMETERS: dict[str, Callable] = {
     "seq": _rule("count", 2, True, "None: the scale's"),
     "task": lambda name, value: get_task(value),
     "tasks": lambda name, value: task_names(value),
-    "source": lambda name, value: value is None or check_source(value, name),
-    "corpus": _corpus,
-    "tokenizer": _tokenizer,
-    "out_dir": _rule("path", False),
-    "results_dir": _rule("path", False),
-    "released_bpe": lambda name, value: value is None or _path(name, value),
+    "source": lambda name, value: value is None or check_source(local_path(value), name),
+    "corpus": lambda name, value: _corpus(name, local_path(value)),
+    "tokenizer": lambda name, value: _tokenizer(name, local_path(value)),
+    "out_dir": lambda name, value: _folder(name, value, runs_dir),
+    "results_dir": lambda name, value: _folder(name, value, results_dir),
+    "released_bpe": lambda name, value: value is None or _path(name, local_path(value)),
     "resume": lambda name, value: _boolean(name, value),
     "compile": lambda name, value: _boolean(name, value),
     "regression": lambda name, value: _choice(name, value, REGRESSIONS),

@@ -39,7 +39,14 @@ from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, provenance
-from .runtime import pick_device, progress_bar, seed_everything
+from .runtime import (
+    FLOAT32,
+    Precision,
+    pick_device,
+    pick_precision,
+    progress_bar,
+    seed_everything,
+)
 from .tasks import (
     Example,
     TaskSpec,
@@ -68,7 +75,7 @@ class FinetuneConfig:
     max_len: int | None = None  # longest sequence (None: the model's context)
     eval_batch_size: int = 64
     eval_train_examples: int = 0  # also score this many training examples each epoch
-    bf16: bool = True
+    bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
     compile: bool = False
     seed: int = 0
     experiment: str = "finetune"
@@ -203,7 +210,7 @@ def predict(
     items: Sequence[Encoded],
     batch_size: int = 64,
     device: torch.device | None = None,
-    bf16: bool = False,
+    precision: Precision = FLOAT32,
 ) -> np.ndarray:
     """Scores for ``items`` in their order (inference mode, length-grouped batches)."""
     device = device or next(model.parameters()).device
@@ -212,7 +219,7 @@ def predict(
     out: list = [None] * len(items)
     for b in batches(items, batch_size, None):
         batch = collate([items[i] for i in b]).to(device)
-        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+        with precision.autocast(device.type):
             scores = model(batch, lm=False)[0].float().cpu()
         for i, v in zip(b, scores, strict=True):
             out[i] = v.numpy()
@@ -226,10 +233,10 @@ def evaluate(
     items: Sequence[Encoded],
     batch_size: int = 64,
     device: torch.device | None = None,
-    bf16: bool = False,
+    precision: Precision = FLOAT32,
 ) -> dict[str, float]:
     """The task's metrics on labelled ``items``."""
-    scores = predict(model, items, batch_size, device, bf16)
+    scores = predict(model, items, batch_size, device, precision)
     if model.regression:  # STS-B: the predicted score
         preds = regression_predictions(torch.from_numpy(scores), model.regression).numpy()
     else:
@@ -252,8 +259,10 @@ class FinetuneResult:
     records: list[dict] = field(default_factory=list, repr=False)
 
 
-def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) -> float:
-    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss."""
+def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> float:
+    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss.
+    ``amp``: the run's ``Precision`` and its ``GradScaler`` (None but for float16)."""
+    precision, scaler = amp
     model.train()
     order = batches(items, cfg.batch_size, rng, drop_last=True)
     loss_sum = torch.zeros((), device=device)
@@ -262,11 +271,11 @@ def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, bf16, bar) ->
         lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
 
         def losses(batch=batch):
-            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            with precision.autocast(device.type):
                 scores, l1 = net(batch, lm=cfg.lm_coef > 0)
             yield task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)[0]
 
-        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip)
+        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip, scaler)
         bar.update(1)
     return loss_sum.item() / len(order)
 
@@ -309,7 +318,8 @@ def finetune(
         eval_items["train"] = random.Random(cfg.seed).sample(train_items, n)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
-    bf16 = cfg.bf16 and device.type == "cuda"
+    precision = pick_precision(device, cfg.bf16)
+    scaler = precision.scaler(device)
     rng = random.Random(cfg.seed)
     total = len(train_items) // cfg.batch_size * cfg.epochs  # full batches only
     if total == 0:
@@ -330,12 +340,14 @@ def finetune(
     bar = progress_bar(total=total, desc=desc, unit="update", enabled=progress)
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
-        train_loss = _epoch(net, model, opt, train_items, rng, cfg, epoch, total, device, bf16, bar)
+        args = (epoch, total, device, (precision, scaler), bar)
+        train_loss = _epoch(net, model, opt, train_items, rng, cfg, *args)
         train_time += time.perf_counter() - t0
         bar.set_postfix(loss=f"{train_loss:.3f}")
         epoch_metrics = {"train_loss": {"loss": train_loss}}
         for split, items in eval_items.items():
-            epoch_metrics[split] = evaluate(model, task, items, cfg.eval_batch_size, device, bf16)
+            scored = evaluate(model, task, items, cfg.eval_batch_size, device, precision)
+            epoch_metrics[split] = scored
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
             records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
@@ -412,12 +424,12 @@ def run_task(
         data=data,
     )
     n_ctx = result.model.transformer.config.n_ctx
-    bf16 = cfg.bf16 and torch.cuda.is_available()
+    precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)
     base = {k: v for k, v in result.records[0].items() if k not in ("metric", "value")}
     for other in map(get_task, also):
         examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
         items = encode_all(examples, other, tok, n_ctx)
-        metrics = evaluate(result.model, other, items, cfg.eval_batch_size, bf16=bf16)
+        metrics = evaluate(result.model, other, items, cfg.eval_batch_size, precision=precision)
         base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
         recs = _records(metrics, **base)
         result.records.extend(recs)

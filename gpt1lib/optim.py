@@ -71,17 +71,26 @@ def train_step(
     lr: float,
     losses: Iterable[torch.Tensor],
     grad_clip: float = 1.0,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> torch.Tensor:
     """One update at rate ``lr``: back-propagate each loss ``losses`` yields (micro-batches whose
     gradients add up; a generator computes each one only when asked), clip the global gradient
-    norm, step, and clear the gradients. Returns the summed loss, detached."""
+    norm, step, and clear the gradients. Returns the summed loss, detached. With a ``scaler``
+    (float16), the losses are scaled before backward and the gradients unscaled before the
+    clip; a step whose gradients overflowed is skipped and the scale lowered."""
     for g in opt.param_groups:
         g["lr"] = lr
     total = None
     for loss in losses:
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         total = loss.detach() if total is None else total + loss.detach()
+    if scaler is not None:
+        scaler.unscale_(opt)
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    opt.step()
+    if scaler is None:
+        opt.step()
+    else:
+        scaler.step(opt)
+        scaler.update()
     opt.zero_grad(set_to_none=True)
     return total

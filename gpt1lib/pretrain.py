@@ -8,7 +8,8 @@ then annealed to 0 on a cosine, mini-batches of 64 random contiguous sequences o
 The paper ran 100 epochs over BooksCorpus.
 
 ``pretrain`` is one function of a config that returns its history; it runs on a CPU, on one GPU
-(bf16 autocast, optional ``torch.compile``) and on many with PyTorch's DDP under ``torchrun``.
+(bf16 autocast, or float16 with loss scaling on GPUs without bf16; optional
+``torch.compile``) and on many with PyTorch's DDP under ``torchrun``.
 Checkpoints (``checkpoint.py``) hold everything a run needs to go on exactly where it stopped
 and are checked against the run's config before it resumes. ``python -m gpt1lib.pretrain`` is
 its command line (in ``runs.py``, beside the other ways of making a pre-trained model).
@@ -44,7 +45,14 @@ from .checks import check_pretrain_config, check_tokenizer
 from .corpus import Corpus
 from .optim import cosine_lr, make_optimizer, train_step
 from .records import append_records, keep_records, make_record, provenance, read_records
-from .runtime import pick_device, progress_bar, seed_everything
+from .runtime import (
+    FLOAT32,
+    Precision,
+    pick_device,
+    pick_precision,
+    progress_bar,
+    seed_everything,
+)
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,7 @@ class PretrainConfig:
     eval_batches: int = 20  # validation batches of batch_size sequences
     ckpt_interval: int = 1000  # updates between resumable checkpoints
     n_log_checkpoints: int = 10  # log-spaced model checkpoints kept for the zero-shot chapter
-    bf16: bool = True  # bf16 autocast on CUDA (ignored on the CPU)
+    bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
     compile: bool = False  # torch.compile the model
     experiment: str = "pretrain"
 
@@ -165,14 +173,16 @@ def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
 
 
 @torch.no_grad()
-def evaluate(model, corpus: Corpus, batch_size: int, max_batches: int | None, device, bf16=False):
+def evaluate(
+    model, corpus: Corpus, batch_size: int, max_batches: int | None, device, precision=FLOAT32
+):
     """Mean next-token loss (nats) on the validation blocks."""
     was_training = model.training
     model.eval()
     total, count = torch.zeros((), device=device), 0
     for x in corpus.valid.eval_batches(batch_size, max_batches):
         x = x.to(device)
-        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+        with precision.autocast(device.type):
             total += model(x[:, :-1], targets=x[:, 1:]).loss * x.size(0)
         count += x.size(0)
     model.train(was_training)
@@ -238,7 +248,7 @@ def _start(out_dir: Path, run_cfg: dict, resume: bool, model, opt, device) -> tu
     return state["step"], state["epoch"], state["next_batch"]
 
 
-def _micro_losses(net, rows: torch.Tensor, micro: int, device, bf16: bool, ddp: bool):
+def _micro_losses(net, rows: torch.Tensor, micro: int, device, precision: Precision, ddp: bool):
     """The loss of each micro-batch of ``rows``, scaled to the update's mean; under DDP the
     gradients are synchronised only at the last one."""
     accum = rows.size(0) // micro
@@ -247,7 +257,7 @@ def _micro_losses(net, rows: torch.Tensor, micro: int, device, bf16: bool, ddp: 
         xb = xb.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else xb
         last = i == accum - 1
         with contextlib.nullcontext() if last or not ddp else net.no_sync():
-            with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            with precision.autocast(device.type):
                 loss = net(xb[:, :-1], targets=xb[:, 1:]).loss / accum
             yield loss
 
@@ -293,8 +303,9 @@ def pretrain(
         ids = [device.index] if device.type == "cuda" else None
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     net = torch.compile(net) if cfg.compile else net
-    bf16 = cfg.bf16 and device.type == "cuda"
-    validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, bf16)
+    precision = pick_precision(device, cfg.bf16)
+    scaler = precision.scaler(device)
+    validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
     log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
     end = total_steps if stop_after is None else min(total_steps, step + stop_after)
@@ -304,8 +315,8 @@ def pretrain(
         epoch, batch_index, x = next(data)
         lr = learning_rate(step, cfg, total_steps)
         rows = x[proc.rank * share : (proc.rank + 1) * share]
-        losses = _micro_losses(net, rows, micro, device, bf16, proc.world > 1)
-        loss = train_step(model, opt, lr, losses, cfg.grad_clip)
+        losses = _micro_losses(net, rows, micro, device, precision, proc.world > 1)
+        loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler)
         step += 1
         log.after_step(step, end, loss, lr, validate)
         if proc.main and step in log_steps:

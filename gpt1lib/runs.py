@@ -8,7 +8,10 @@ weights, or any checkpoint folder ``pretrain`` wrote. ``main`` is ``python -m gp
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,12 +29,13 @@ from .corpus import build_corpus, load_documents
 from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
+from .paths import shown
 from .pretrain import PretrainResult, init_distributed, pretrain
-from .runtime import pick_device, seed_everything, shown_path
+from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
 from .tasks import unavailable
 from .tokenizer import GPT1Tokenizer
-from .weights import load_pretrained
+from .weights import HUB_ID, load_pretrained
 
 
 def load_run_model(folder: str | os.PathLike, device: str = "cpu"):
@@ -85,10 +89,68 @@ def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, a
     return new_model(S, tok.vocab_size, arch, **kw), data
 
 
+#: What pre-training costs at each scale, said before a chapter starts it (small: its 98 PFLOP
+#: at 25-35% of a GPU's peak, gpt1lib.flops; cpu: measured on two cores).
+PRETRAIN_TIME = {
+    "smoke": "seconds on a CPU",
+    "cpu": "about 15 minutes on two CPU cores, the LSTM about 10 more",
+    "small": "about 15 minutes on an A100 or H100, 2 hours or more on a T4",
+    "paper": "about 30 days on 8 GPUs (the paper's); run it apart, with torchrun",
+}
+#: The released model: 117 M float32 parameters on the hub.
+RELEASED_TIME = "a 480 MB download, a minute or so"
+
+
+def resolve_init(init: str | None, scale: str) -> str:
+    """``init`` as given, or where None the scale's default: GPT-1's released weights
+    ("released") at ``small`` and ``paper``, where pre-training first would take hours, and
+    this book's own pre-training run ("pretrain") at ``smoke`` and ``cpu``, where it takes
+    seconds or minutes and the released 12 x 768 model would be slower than the scale."""
+    if init is not None:
+        return init
+    return "released" if scale in ("small", "paper") else "pretrain"
+
+
+def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:
+    """What ``pretrained_model`` is about to do and about how long it takes, one line."""
+    if init == "released":
+        where = os.environ.get(RELEASED_ENV) or HUB_ID
+        return f"starting from GPT-1's released weights ({where}; {RELEASED_TIME})"
+    if init != "pretrain":
+        return f"starting from the checkpoint {shown(init)}"
+    run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
+    ckpt = latest_checkpoint(run_dir)
+    state = read_state(ckpt) if ckpt is not None else None
+    if state is not None and state["step"] >= state["run_config"]["pretrain"]["total_steps"]:
+        return f"starting from this book's pre-training run {shown(run_dir)} (done)"
+    doing = "finishing" if state is not None else "pre-training"
+    return (
+        f"{doing} the {scale} scale's {arch} model first in {shown(run_dir)} "
+        f"({PRETRAIN_TIME[scale]}; "
+        "init='released' starts from GPT-1's weights instead)"
+    )
+
+
+#: A local copy of the hub's openai-community/openai-gpt (config.json, model.safetensors,
+#: vocab.json, merges.txt) that init="released" reads instead of the hub.
+RELEASED_ENV = "GPT1_RELEASED_DIR"
+
+
+def released_model():
+    """GPT-1's released weights and vocabulary, and where they came from: the folder
+    ``$GPT1_RELEASED_DIR`` (the hub repository's files) where it is set, else the hub."""
+    folder = os.environ.get(RELEASED_ENV)
+    if not folder:
+        return load_pretrained(), GPT1Tokenizer.from_hub(), f"GPT-1's released weights ({HUB_ID})"
+    f = Path(folder)
+    tok = GPT1Tokenizer.from_released(f / "vocab.json", f / "merges.txt")
+    return load_pretrained(f), tok, f"GPT-1's released weights ({RELEASED_ENV}={f})"
+
+
 def pretrained_model(
     scale: str,
     out_dir: str | os.PathLike = "runs",
-    init: str = "pretrain",
+    init: str | None = None,
     corpus: str | None = None,
     arch: str = "gpt",
     device: str | None = None,
@@ -97,24 +159,31 @@ def pretrained_model(
     """The model fine-tuning starts from, its tokenizer, and a line saying what it is.
 
     ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (or
-    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (seconds at the smoke
-    scale); "released", GPT-1's released weights and vocabulary from the hub; or a checkpoint
-    folder written by ``pretrain``. The LSTM reads the transformer run's tokenizer, so the two
-    see the same tokens.
+    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (``PRETRAIN_TIME``);
+    "released", GPT-1's released weights and vocabulary (``released_model``); a checkpoint
+    folder written by ``pretrain``; or None, the scale's default (``resolve_init``: released at
+    small and paper, pretrain at smoke and cpu). The LSTM reads the transformer run's
+    tokenizer, so the two see the same tokens.
     """
     if arch not in ("gpt", "lstm"):
         raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {tuple(SCALES)}")
+    init = resolve_init(init, scale) if arch == "gpt" else init or "pretrain"
     if init not in ("pretrain", "released"):
         check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
     if init == "released":
         if arch != "gpt":
             raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
-        return load_pretrained(), GPT1Tokenizer.from_hub(), "GPT-1's released weights"
+        return released_model()
     if init != "pretrain":
         model, tok = load_run_model(init)
-        return model, tok, f"checkpoint {shown_path(init)}"
+        return model, tok, f"checkpoint {shown(init)}"
+    return _own_run(scale, out_dir, corpus, arch, device, progress)
+
+
+def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
+    """``pretrained_model``'s "pretrain": the run in ``out_dir/<scale>``, made or finished."""
     S = SCALES[scale]
     run_dir = Path(out_dir) / scale / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
     ckpt = latest_checkpoint(run_dir)
@@ -137,7 +206,7 @@ def pretrained_model(
         pretrain(model, tok, data, cfg, run_dir, **kw)
         ckpt = latest_checkpoint(run_dir)
     model, tok = load_run_model(ckpt)
-    return model, tok, f"pre-trained here ({arch}, {scale}, {shown_path(ckpt)})"
+    return model, tok, f"pre-trained here ({arch}, {scale}, {shown(ckpt)})"
 
 
 def run_tasks(
@@ -178,23 +247,43 @@ def run_tasks(
     return results, skipped
 
 
+def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
+    """The command line, its defaults those of ``scale`` (so ``--scale small --help`` shows
+    small's)."""
+    S, P = SCALES[scale], SCALES[scale].pretrain
+    p = argparse.ArgumentParser(
+        prog="python -m gpt1lib.pretrain",
+        description="Pre-train GPT-1 on a corpus (L1, §3.1) with a scale's recipe, on one GPU, "
+        "a CPU, or many GPUs under torchrun; or resume such a run.",
+        epilog=f"The defaults shown are the {scale} scale's (gpt1lib/scales.py); "
+        "--scale NAME --help shows another's.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    arg = p.add_argument
+    arg("--scale", choices=tuple(SCALES), default="smoke", help="model, data and recipe")
+    arg("--out", required=True, help="run folder: checkpoints, records, samples")
+    arg("--corpus", default=S.corpus, help="'fixture', a text file or folder, or a hub id")
+    arg("--corpus-limit", type=positive_int, default=S.corpus_limit, help="documents (None: all)")
+    arg("--tokenizer", default=S.tokenizer, help="'released', 'train:N', or a saved folder")
+    arg("--steps", type=positive_int, default=P.total_steps, help="updates (None: epochs)")
+    arg("--batch-size", type=positive_int, default=P.batch_size, help="sequences per update")
+    arg("--micro-batch-size", type=positive_int, help="per forward pass (None: the batch)")
+    arg("--ckpt-interval", type=positive_int, default=P.ckpt_interval, help="updates")
+    arg("--stop-after", type=positive_int, help="end this call after N updates (None: at the end)")
+    arg("--dropout", type=dropout, help="every dropout rate (None: the model's, 0.1)")
+    arg("--seed", type=int, default=0, help="seeds the model, the batches and the tokenizer")
+    arg("--resume", action="store_true", help="continue the run in --out")
+    arg("--device", help="cpu, cuda, cuda:1 ... (None: CUDA where available)")
+    arg("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
 def main(argv: list[str] | None = None) -> PretrainResult:
-    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``)."""
-    p = argparse.ArgumentParser(prog="python -m gpt1lib.pretrain", description=pretrain.__doc__)
-    p.add_argument("--scale", choices=tuple(SCALES), default="smoke")
-    p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
-    p.add_argument("--corpus", default="fixture", help="'fixture', a text file/folder, or a hub id")
-    p.add_argument("--tokenizer", help="'released', 'train:N', or a saved folder")
-    p.add_argument("--steps", type=positive_int, help="total updates (default: the scale's)")
-    p.add_argument("--batch-size", type=positive_int)
-    p.add_argument("--micro-batch-size", type=positive_int)
-    p.add_argument("--ckpt-interval", type=positive_int)
-    p.add_argument("--stop-after", type=positive_int, help="end this call after N updates")
-    p.add_argument("--dropout", type=dropout, help="all dropout rates (default 0.1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--device")
-    p.add_argument("--no-progress", action="store_true")
+    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): the scale gives
+    every default; ends with a summary (validation perplexity, checkpoint, how to resume)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
+    p = _parser(pre.parse_known_args(argv)[0].scale)
     args = p.parse_args(argv)
     if args.resume and latest_checkpoint(args.out) is None:
         p.error(
@@ -202,32 +291,49 @@ def main(argv: list[str] | None = None) -> PretrainResult:
             "stopped before its first checkpoint); check --out, or drop --resume to start a "
             "new run there"
         )
-    S = SCALES[args.scale]
+    S, corpus, limit = SCALES[args.scale], args.corpus, args.corpus_limit
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
     cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
     proc = init_distributed(pick_device(args.device))
     ckpt = latest_checkpoint(args.out) if args.resume else None
-    spec = str(ckpt) if ckpt is not None else args.tokenizer or S.tokenizer
+    spec = str(ckpt) if ckpt is not None else args.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
         # once, in the main process, and have every process read that tokenizer.
         saved = Path(args.out) / "tokenizer"
         if proc.main and not (saved / "tokenizer.json").is_file():
-            load_tokenizer(spec, load_documents(args.corpus, "train").texts).save(saved)
+            texts = load_documents(corpus, "train", limit=limit).texts
+            load_tokenizer(spec, texts).save(saved)
         if proc.world > 1:
             dist.barrier()
         spec = str(saved)
     tok = load_tokenizer(spec)
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
     drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
-    model, data = _model_and_corpus(
-        S, tok, args.corpus, args.seed, Path(args.out) / "cache", **drop
-    )
-    kw = {
-        "resume": args.resume,
-        "scale": args.scale,
-        "device": args.device,
-        "stop_after": args.stop_after,
-    }
-    return pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
+    cache = Path(args.out) / "cache"
+    model, data = _model_and_corpus(S, tok, corpus, args.seed, cache, limit, **drop)
+    kw = {"resume": args.resume, "scale": args.scale, "device": args.device}
+    kw["stop_after"] = args.stop_after
+    result = pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
+    if proc.main:
+        print(summary(result, argv if argv is not None else sys.argv[1:]))
+    return result
+
+
+def summary(result: PretrainResult, argv: list[str]) -> str:
+    """The lines a command-line run ends with: how far it got, its validation perplexity, its
+    newest checkpoint, and the command that continues it."""
+    ckpt = latest_checkpoint(result.out_dir)
+    ppl = f"{math.exp(result.val_loss):,.2f}" if result.val_loss is not None else "not yet measured"
+    again = shlex.join(["python", "-m", "gpt1lib.pretrain", *argv])
+    again += "" if "--resume" in argv else " --resume"
+    done = result.step >= result.total_steps
+    lines = [
+        f"pre-training {'done' if done else 'stopped'}: update {result.step:,} of "
+        f"{result.total_steps:,} in {result.wall_time / 60:.1f} minutes",
+        f"validation perplexity: {ppl}",
+        f"checkpoint: {ckpt}",
+        "resume: " + (again if not done else "nothing left to run (the run is complete)"),
+    ]
+    return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""Where and how a run runs: the seed, the device, and how it reports its progress.
+"""Where and how a run runs: the seed, the device and its precision, and how it reports its
+progress.
 
 Progress: a training or scoring loop shows a live progress bar (tqdm) where someone watches it,
 in a terminal or a live notebook, and otherwise one line per run when it ends (an executed
@@ -15,13 +16,10 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-#: The checkout's root (where ``runs/`` and ``results/`` sit), when gpt1lib runs from one.
-ROOT = Path(__file__).resolve().parent.parent
 
 _ON, _OFF = {"1", "true", "yes", "on", "bars"}, {"0", "false", "no", "off", "lines"}
 
@@ -182,21 +180,7 @@ def progress_bar(
     return bar(iterable, total=total, desc=desc or None, unit=unit, initial=initial)
 
 
-# ---------------------------------------------------------------- what pages show
-
-
-def shown_path(path: str | os.PathLike) -> str:
-    """``path`` as a page shows it: relative to the checkout's root where it lies in it
-    (``runs/smoke/pretrain``) or beside it (``../shared/data/gpt1_bpe``), else relative to the
-    working folder where it lies there, else as given; never this machine's path to the
-    checkout."""
-    p = Path(path).resolve()
-    for root, prefix in ((ROOT, ""), (ROOT.parent, "../"), (Path.cwd(), "")):
-        try:
-            return prefix + (p.relative_to(root.resolve()).as_posix() or ".")
-        except ValueError:
-            continue
-    return str(path)
+# ---------------------------------------------------------------- data warnings
 
 
 def show_data_warnings_in_one_line(category: type[Warning]) -> None:
@@ -219,3 +203,41 @@ def show_data_warnings_in_one_line(category: type[Warning]) -> None:
 
     showwarning._gpt1lib_categories = {category}
     warnings.showwarning = showwarning
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How a loop computes on its device: float32, or autocast to ``dtype`` (float16 with loss
+    scaling, since its narrow range lets small gradients underflow to 0)."""
+
+    dtype: torch.dtype | None  # the autocast dtype; None: float32 throughout
+    name: str
+
+    @property
+    def loss_scaling(self) -> bool:
+        return self.dtype == torch.float16
+
+    def autocast(self, device_type: str):
+        """The context a forward pass runs in (a no-op for float32)."""
+        return torch.autocast(device_type, self.dtype or torch.bfloat16, enabled=bool(self.dtype))
+
+    def scaler(self, device: torch.device) -> torch.amp.GradScaler | None:
+        """A ``GradScaler`` for float16, else None (bf16 and float32 need no loss scaling)."""
+        return torch.amp.GradScaler(device.type) if self.loss_scaling else None
+
+
+FLOAT32 = Precision(None, "float32")
+
+
+def pick_precision(device: torch.device | str, mixed: bool = True) -> Precision:
+    """The precision of a run on ``device``: float32 on a CPU or with ``mixed=False``; on a GPU
+    bf16 autocast where it computes bf16 natively (compute capability 8.0 and up: A100, H100,
+    L4, RTX 30xx), else float16 autocast with loss scaling (the T4 and V100, compute capability
+    7.x, have no bf16 units; ``torch.cuda.is_bf16_supported()`` answers True there by default
+    because it counts emulation, which runs slower than float32)."""
+    device = torch.device(device)
+    if not mixed or device.type != "cuda":
+        return FLOAT32
+    if torch.cuda.get_device_capability(device)[0] >= 8:
+        return Precision(torch.bfloat16, "bf16 autocast")
+    return Precision(torch.float16, "float16 autocast with loss scaling")

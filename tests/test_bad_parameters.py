@@ -43,6 +43,11 @@ def cli_ckpt_interval_zero(c):
     _cli(c, "--ckpt-interval", "0")
 
 
+@cli(ValueError, match="argument --corpus-limit: '0' is not a whole number >= 1")
+def cli_corpus_limit_zero(c):
+    _cli(c, "--corpus-limit", "0")
+
+
 @cli(ValueError, match="argument --dropout: '1.5' is not a dropout rate")
 def cli_dropout_above_one(c):
     _cli(c, "--dropout", "1.5")
@@ -135,6 +140,11 @@ def chapter_resume_not_a_bool(c):
     _params(resume="yes")
 
 
+@chapter(ValueError, match=r"out_dir='/.*/README\.md' is a file: give a folder")
+def chapter_out_dir_is_a_file(c):
+    _params(out_dir="README.md")  # from the repository's root, wherever the chapter runs
+
+
 @pytest.mark.parametrize("case", params(CLI + CHAPTER))
 def test_bad_parameter(case, c):
     run_case(case, c)
@@ -168,3 +178,20 @@ def test_a_chapter_refuses_a_bad_parameter_before_pre_training(tmp_path):
             progress_bar=False,
         )
     assert not (tmp_path / "smoke").exists()  # nothing pre-trained, nothing written
+
+
+def test_the_readme_lists_every_chapter_parameter_and_no_other():
+    """README's parameter table names exactly the parameters the chapters declare."""
+    import re
+
+    declared = set()
+    for nb in (ROOT / "book").glob("*.ipynb"):
+        cells = json.loads(nb.read_text())["cells"]
+        tagged = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+        declared |= {t.targets[0].id for t in ast.parse("".join(tagged["source"])).body}
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| parameter | chapters |")[1].split("\n\n")[0]
+    listed = {
+        n for row in table.splitlines()[2:] for n in re.findall(r"`(\w+)`", row.split("|")[1])
+    }
+    assert listed == declared - {"scale"}

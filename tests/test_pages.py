@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpt1lib import runtime
+from gpt1lib import paths, runtime
 from gpt1lib.corpus import load_documents
 from gpt1lib.tasks import DataWarning, data_location
 
@@ -127,7 +127,8 @@ def test_records_name_data_relative_to_its_source(tmp_path):
     (books / "train.txt").write_text("a story. " * 20)
     assert load_documents(books).source == "novels/train.txt"
     assert load_documents("fixture").source.startswith("fixture:train/*.txt (")
-    assert runtime.shown_path(ROOT / "runs" / "smoke") == "runs/smoke"
+    assert paths.shown(ROOT / "runs" / "smoke") == "runs/smoke"
+    assert paths.shown(ROOT.parent / "shared" / "data") == "../shared/data"
 
 
 def test_committed_records_hold_no_machine_path_in_their_data():

@@ -7,24 +7,27 @@ They share one run folder, so the tiny model is pre-trained once.
 """
 
 import json
+import os
+import shutil
 
 import pytest
 
 from gpt1lib import reproduce
 from gpt1lib.records import read_records
 from gpt1lib.reproduce import ROOT, record
+from gpt1lib.scales import SCALES
 
 pm = pytest.importorskip("papermill")
 BOOK = ROOT / "book"
 
 
-def _run(chapter: str, out: str, **params) -> dict:
-    """Execute ``chapter`` at smoke scale; returns the executed notebook."""
+def _run(chapter: str, out: str, cwd=BOOK, **params) -> dict:
+    """Execute ``chapter`` at smoke scale from ``cwd``; returns the executed notebook."""
     pm.execute_notebook(
         str(BOOK / f"{chapter}.ipynb"),
         out,
         parameters={"scale": "smoke", **params},
-        cwd=str(BOOK),
+        cwd=str(cwd),
         progress_bar=False,
     )
     return json.loads(open(out).read())
@@ -104,3 +107,32 @@ def test_papermill_recorder_keeps_a_manifest_and_skips_what_is_done(tmp_path):
 def test_papermill_sweep_refuses_an_unknown_parameter(tmp_path):
     with pytest.raises(ValueError, match="no parameter 'lambda'"):
         reproduce.sweep("05_classification", "lambda", [0], "smoke", {}, tmp_path)
+
+
+def test_papermill_intro_command_runs_from_the_repository_root(tmp_path):
+    """The intro's ``papermill book/02_model.ipynb out.ipynb -p seed 1``, from the root."""
+    text = _text(_run("02_model", str(tmp_path / "02.ipynb"), cwd=ROOT, seed=1))
+    assert "scale=smoke" in text
+
+
+def test_papermill_from_the_root_and_from_book_write_the_same_runs(tmp_path):
+    """A relative ``out_dir`` is the repository's, wherever papermill runs: the rerun from
+    book/ finds the model the run from the root pre-trained, and nothing lands beside the
+    checkout (the old ``../runs`` from the root)."""
+    rel = f"runs/_papermill_{os.getpid()}"
+    outside = ROOT.parent / rel
+    try:
+        first = _text(
+            _run("05_classification", str(tmp_path / "a.ipynb"), ROOT, tasks="sst2", out_dir=rel)
+        )
+        again = _text(
+            _run("05_classification", str(tmp_path / "b.ipynb"), BOOK, tasks="sst2", out_dir=rel)
+        )
+        assert f"pre-training the smoke scale's gpt model first in {rel}/smoke/pretrain" in first
+        assert f"starting from this book's pre-training run {rel}/smoke/pretrain (done)" in again
+        rec = _finetune_records(ROOT / rel)
+        dev = rec[(rec.split == "dev") & (rec.metric == "accuracy")]
+        assert len(dev) == 2 * SCALES["smoke"].finetune.epochs  # both runs, one folder
+        assert not outside.exists()
+    finally:
+        shutil.rmtree(ROOT / rel, ignore_errors=True)

@@ -4,9 +4,10 @@ budget of CPU time, scored by the validation loss they reach.
     python tools/sweep_cpu.py --source ../shared/data/corpus/gutenberg_novels --minutes 10 \
         --out runs/sweep_cpu
 
-Each configuration first times a few updates, then runs a whole schedule (linear warm-up, cosine
-to zero) sized to ``--minutes`` of the machine's CPU time (process CPU seconds / cores, so that
-other work on the machine does not change the score), and is evaluated at the end. The loss is
+Each configuration runs a whole schedule (linear warm-up, cosine to zero) sized to ``--minutes``
+of the quiet machine's time: its cost per update is timed against configuration A's, in turns
+(so that other work on the machine slows both alike), and A's on the quiet machine is
+``REF_CPU_S``. It is evaluated at the end. The loss is
 given per token and in bits per byte of text, the measure that compares vocabularies of
 different sizes. One JSON line a configuration goes to ``<out>/sweep.jsonl``; a configuration
 already there is skipped, so the sweep resumes.
@@ -41,6 +42,35 @@ CONFIGS = {
     "E 4x256 ctx256 8k lr6e-4": (4, 256, 4, 256, 8000, 6e-4, 0.25, 16),
     "F 4x256 ctx128 8k lr1e-3": (4, 256, 4, 128, 8000, 1e-3, 0.40, 32),
 }
+
+
+#: CPU seconds of one update of A (4x256, 128 positions, 8,319 tokens, batch 32), timed at the
+#: start of the sweep on the quiet machine (load 0.7): 3,300 tokens/s, as the cpu probe's note.
+REF_CPU_S = 2.47
+
+
+def relative_cost(cfg_m, batch: int, ref, rounds: int = 6) -> float:
+    """Median time of an update of ``cfg_m`` over that of ``ref`` (config, batch), the two timed
+    in turns on random tokens after one round to warm up."""
+    steps = []
+    for cfg, b in ((cfg_m, batch), ref):
+        seed_everything(0)
+        model = FastGPT(cfg)
+        opt = make_optimizer(model, 1e-4, 0.01)
+        x = torch.randint(0, cfg.vocab_size, (b, cfg.n_ctx + 1))
+        steps.append(
+            lambda m=model, o=opt, x=x: train_step(
+                m, o, 1e-4, [m(x[:, :-1], targets=x[:, 1:]).loss]
+            )
+        )
+    times = [[], []]
+    for _ in range(rounds):
+        for i, step in enumerate(steps):
+            t0 = time.perf_counter()
+            step()
+            times[i].append(time.perf_counter() - t0)
+    mine, ref_t = (sorted(t[1:])[len(t[1:]) // 2] for t in times)
+    return mine / ref_t
 
 
 def cpu_seconds() -> float:
@@ -82,18 +112,10 @@ def main() -> None:
         cfg_m = preset(
             "mini", vocab_size=tok.vocab_size, n_layer=layers, n_embd=embd, n_head=heads, n_ctx=ctx
         )
-        # time a few updates of this shape (after two to warm up), then size the schedule
-        seed_everything(0)
-        probe = FastGPT(cfg_m)
-        opt = make_optimizer(probe, lr, 0.01)
-        x = next(data.train.batches(batch, 0))[2]
-        times = []
-        for _ in range(7):  # the fastest of 5 timed steps: other work on the machine only slows
-            t0 = cpu_seconds()
-            train_step(probe, opt, lr, [probe(x[:, :-1], targets=x[:, 1:]).loss])
-            times.append(cpu_seconds() - t0)
-        per_step = min(times[2:])
-        del probe, opt
+        # this shape's cost per update relative to A's, timed in turns so that other work on the
+        # machine slows both alike; A's 10 minutes were 486 updates on the quiet machine
+        ratio = relative_cost(cfg_m, batch, (preset("mini"), 32))
+        per_step = REF_CPU_S * ratio
         steps = int(args.minutes * 60 * cores / per_step)
         cfg = PretrainConfig(
             total_steps=steps,
@@ -127,7 +149,8 @@ def main() -> None:
             "steps": steps,
             "tokens": steps * batch * ctx,
             "params_M": sum(p.numel() for p in model.parameters()) / 1e6,
-            "probe_cpu_s_per_step": per_step,
+            "cost_vs_A": ratio,
+            "cpu_s_per_step": per_step,
             "machine_minutes": cpu / cores / 60,
             "wall_minutes": (time.perf_counter() - w0) / 60,
             "val_loss": val,
