@@ -38,7 +38,7 @@ from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
-from .records import append_records, make_record, provenance
+from .records import append_records, make_record, per_example_record, provenance
 from .runtime import (
     FLOAT32,
     Precision,
@@ -227,6 +227,21 @@ def predict(
     return np.stack(out)
 
 
+def predictions(
+    model: TaskModel,
+    items: Sequence[Encoded],
+    batch_size: int = 64,
+    device: torch.device | None = None,
+    precision: Precision = FLOAT32,
+) -> np.ndarray:
+    """What the model predicts for each of ``items``: a class or answer index, or STS-B's
+    score."""
+    scores = predict(model, items, batch_size, device, precision)
+    if model.regression:  # STS-B: the predicted score
+        return regression_predictions(torch.from_numpy(scores), model.regression).numpy()
+    return scores.argmax(-1)
+
+
 def evaluate(
     model: TaskModel,
     task: TaskSpec,
@@ -234,14 +249,15 @@ def evaluate(
     batch_size: int = 64,
     device: torch.device | None = None,
     precision: Precision = FLOAT32,
-) -> dict[str, float]:
-    """The task's metrics on labelled ``items``."""
-    scores = predict(model, items, batch_size, device, precision)
-    if model.regression:  # STS-B: the predicted score
-        preds = regression_predictions(torch.from_numpy(scores), model.regression).numpy()
-    else:
-        preds = scores.argmax(-1)
-    return compute_metrics(task, preds, np.array([e.label for e in items]))
+    *,
+    return_predictions: bool = False,
+):
+    """The task's metrics on labelled ``items`` (with ``return_predictions``: and the
+    predictions and labels they were computed from, for ``per_example_record``)."""
+    preds = predictions(model, items, batch_size, device, precision)
+    labels = np.array([e.label for e in items])
+    metrics = compute_metrics(task, preds, labels)
+    return (metrics, preds, labels) if return_predictions else metrics
 
 
 @dataclass
@@ -293,12 +309,16 @@ def finetune(
     progress: bool = True,
     scale: str | None = None,
     data: str | None = None,
+    limits: dict[str, int | None] | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
 
     ``evals`` maps a split name to labelled examples, each scored after every epoch; the
     result's ``final`` holds the first one's metrics after the last epoch (no epoch is chosen
-    on any split). With ``out_dir``, the records are appended to ``out_dir/records.jsonl``.
+    on any split). With ``out_dir``, the records are appended to ``out_dir/records.jsonl``:
+    each split's metrics after every epoch, and after the last one each split's predictions
+    (``records.per_example_record``). ``limits`` (``run_task``'s ``limit`` and ``eval_limit``)
+    is kept in the records' config, so that reruns on other subsamples are told apart.
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
@@ -313,9 +333,12 @@ def finetune(
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
     warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
+    uids = {k: [e.uid for e in v] for k, v in evals.items()}
     if cfg.eval_train_examples:
         n = min(cfg.eval_train_examples, len(train_items))
-        eval_items["train"] = random.Random(cfg.seed).sample(train_items, n)
+        picked = random.Random(cfg.seed).sample(range(len(train_items)), n)
+        eval_items["train"] = [train_items[i] for i in picked]
+        uids["train"] = [train[i].uid for i in picked]
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
     precision = pick_precision(device, cfg.bf16)
@@ -331,7 +354,9 @@ def finetune(
         "task": task.name,
         "scale": scale,
         "seed": cfg.seed,
-        "config": asdict(cfg) | {"model": model_cfg, "train_examples": len(train_items)},
+        "config": asdict(cfg)
+        | {"model": model_cfg, "train_examples": len(train_items)}
+        | ({"limits": limits} if limits is not None else {}),
         "data": data,
         **provenance(device),
     }
@@ -344,19 +369,25 @@ def finetune(
         train_loss = _epoch(net, model, opt, train_items, rng, cfg, *args)
         train_time += time.perf_counter() - t0
         bar.set_postfix(loss=f"{train_loss:.3f}")
-        epoch_metrics = {"train_loss": {"loss": train_loss}}
+        epoch_metrics, outcomes = {"train_loss": {"loss": train_loss}}, {}
         for split, items in eval_items.items():
-            scored = evaluate(model, task, items, cfg.eval_batch_size, device, precision)
-            epoch_metrics[split] = scored
+            epoch_metrics[split], *outcomes[split] = evaluate(
+                model, task, items, cfg.eval_batch_size, device, precision, return_predictions=True
+            )
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
             records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
     bar.close()
+    metrics = pd.DataFrame(records)[["step", "split", "metric", "value"]]
+    metrics = metrics.rename(columns={"step": "epoch"})
+    # the last epoch's predictions, one record per split: what a bootstrap interval needs
+    records += [
+        per_example_record(*outcomes[split], uids[split], **base, split=split, step=epoch)
+        for split in eval_items
+    ]
     if out_dir:
         append_records(Path(out_dir) / "records.jsonl", records)
     wall = time.perf_counter() - t_start
-    metrics = pd.DataFrame(records)[["step", "split", "metric", "value"]]
-    metrics = metrics.rename(columns={"step": "epoch"})
     final = dict(epoch_metrics[next(iter(evals))])
     return FinetuneResult(task.name, metrics, final, wall, train_time, model, records)
 
@@ -422,16 +453,26 @@ def run_task(
         progress=progress,
         scale=scale,
         data=data,
+        limits={"limit": limit, "eval_limit": eval_limit},
     )
     n_ctx = result.model.transformer.config.n_ctx
     precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)
-    base = {k: v for k, v in result.records[0].items() if k not in ("metric", "value")}
+    skip = ("metric", "value", "per_example")
+    base = {k: v for k, v in result.records[0].items() if k not in skip}
     for other in map(get_task, also):
         examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
         items = encode_all(examples, other, tok, n_ctx)
-        metrics = evaluate(result.model, other, items, cfg.eval_batch_size, precision=precision)
+        metrics, preds, labels = evaluate(
+            result.model,
+            other,
+            items,
+            cfg.eval_batch_size,
+            precision=precision,
+            return_predictions=True,
+        )
         base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
         recs = _records(metrics, **base)
+        recs.append(per_example_record(preds, labels, [e.uid for e in examples], **base))
         result.records.extend(recs)
         if out is not None:
             append_records(out / "records.jsonl", recs)

@@ -8,13 +8,28 @@ same tasks: Table 4's GLUE score is the GLUE server's over nine test sets and is
 reproduced here; Table 5's Avg is the mean of its eight columns, and a reproduced row has one
 only with all eight; ``ablation_deltas`` compares the §5 findings over the tasks a run has, with
 the paper's deltas over those same tasks.
+
+Every reproduced number comes with its 95% bootstrap interval over the evaluation examples
+(``stats``) where its run recorded per-example outcomes (``records.per_example_record``), and
+every difference between two arms (``ablation_deltas``, ``ablation_differences``,
+``plots.layer_transfer_gains``) with the interval of the paired difference. Records made before
+those outcomes were kept have none: their numbers stand without an interval (``NO_INTERVAL``).
+``results_records`` splits the recorded runs from this build's (Figure 2's data and the figures
+are in ``plots``).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
-from .records import run_label
+from . import stats
+from .records import PER_EXAMPLE, read_records, run_label
 from .tasks import TASKS
 
 #: Tables 2-4: task -> (metric, GPT-1's value, the best previous result), in percent.
@@ -77,11 +92,138 @@ ABLATIONS: dict[str, str] = {
 }
 
 
+#: Said beside a number whose run kept no per-example outcomes.
+NO_INTERVAL = (
+    "†: no interval: the run was recorded before per-example outcomes were kept; intervals "
+    "appear for runs recorded since"
+)
+#: Figure 2 (left): what the paper states of it, and nothing more (§5; no curve points).
+PAPER_LAYER_TRANSFER = {
+    "mnli_m": (
+        9.0,
+        '"each transformer layer provides further benefits up to 9% for full transfer on '
+        'MultiNLI" (§5)',
+    ),
+}
+#: Figure 2 (right): what the paper states of it (§5); it gives no values.
+PAPER_ZERO_SHOT = (
+    "the transformer's zero-shot performance is stable and steadily increases over training; "
+    "the LSTM's is lower and more variable (§5; no values stated)"
+)
+
+
+# ---------------------------------------------------------------- records and their outcomes
+
+
+def results_records(
+    results_dir: str | os.PathLike, build_dir: str | os.PathLike | None, scale: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """(the records the headline tables and figures show, this build's records, whether the
+    build's are among the former). The headline holds the recorded runs under
+    ``results_dir``, and this build's runs (``build_dir``) only where ``scale`` is a recorded
+    scale (``results_dir/<scale>`` exists): a smoke build's run on the fixtures is a check
+    that the code runs, not a result, and is shown apart."""
+    recorded = read_records(results_dir) if Path(results_dir).exists() else read_records()
+    build = read_records(build_dir) if build_dir and Path(build_dir).exists() else read_records()
+    joined = scale is not None and (Path(results_dir) / scale).is_dir() and not build.empty
+    headline = pd.concat([recorded, build], ignore_index=True) if joined else recorded
+    return headline, build, joined
+
+
+def _plain(v):
+    """A field as a join key: NaN as None, whole floats as ints, dicts as sorted JSON."""
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True, default=str)
+    if isinstance(v, float):
+        return None if v != v else int(v) if v.is_integer() else v
+    return v
+
+
+_KEY = ("experiment", "task", "split", "step", "scale", "seed", "commit", "device", "config")
+
+
+def _key(rec: dict) -> tuple:
+    """What a metric record shares with the per-example record of the same evaluation."""
+    return tuple(_plain(rec.get(k)) for k in _KEY)
+
+
+def _frame(records) -> pd.DataFrame:
+    df = pd.DataFrame(records)
+    if "per_example" not in df.columns:
+        df["per_example"] = None
+    return df
+
+
+def _outcomes(df: pd.DataFrame) -> dict[tuple, dict]:
+    """Each evaluation's per-example outcomes, by ``_key`` (the last one where repeated)."""
+    if df.empty or "metric" not in df.columns:
+        return {}
+    pe = df[df.metric == PER_EXAMPLE]
+    return {
+        _key(r): r["per_example"]
+        for r in pe.to_dict("records")
+        if isinstance(r.get("per_example"), dict)
+    }
+
+
+def _arrays(outcome: dict) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(outcome["predictions"]), np.asarray(outcome["labels"])
+
+
+@lru_cache(maxsize=4096)
+def _interval(metric: str, preds: tuple, labels: tuple) -> tuple[float, float]:
+    return stats.bootstrap_interval(metric, np.array(preds), np.array(labels))
+
+
+def interval_of(metric: str, outcome: dict | None) -> tuple[float, float] | None:
+    """The 95% bootstrap interval of ``metric`` on one evaluation's outcomes (None: none)."""
+    if not isinstance(outcome, dict):
+        return None
+    return _interval(metric, tuple(outcome["predictions"]), tuple(outcome["labels"]))
+
+
+def paired(a: dict | None, b: dict | None) -> bool:
+    """Whether two evaluations scored the same examples in the same order (so that their
+    difference has a paired interval)."""
+    return (
+        isinstance(a, dict)
+        and isinstance(b, dict)
+        and a["examples"] == b["examples"]
+        and a["labels"] == b["labels"]
+    )
+
+
+def difference_interval(metric: str, a: dict | None, b: dict | None):
+    """The 95% interval of metric(a) - metric(b), paired over their common examples (None
+    where either has no outcomes or they are not the same examples)."""
+    if not paired(a, b):
+        return None
+    (pa, y), (pb, _) = _arrays(a), _arrays(b)
+    return stats.paired_difference_interval(metric, pa, pb, y)
+
+
+def _with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
+    """Metric rows of ``df`` with their evaluation's outcomes (``outcome``, None where the run
+    kept none) and the interval of their value (``lo``, ``hi``, NaN where none)."""
+    found = _outcomes(df)
+    df = df[df.metric != PER_EXAMPLE].copy()
+    df["outcome"] = [found.get(_key(r)) for r in df.to_dict("records")]
+    bounds = [
+        interval_of(m, o) or (np.nan, np.nan) for m, o in zip(df.metric, df.outcome, strict=True)
+    ]
+    df["lo"] = [b[0] for b in bounds]
+    df["hi"] = [b[1] for b in bounds]
+    return df
+
+
 def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     """One row per (experiment, run, task): the task's paper metric on its eval split, at the
-    last epoch recorded. ``records`` is a DataFrame of records (``read_records``) or a list."""
-    df = pd.DataFrame(records)
-    cols = ["experiment", "run", "task", "metric", "split", "value", "data", "wall_time"]
+    last epoch recorded, with its 95% bootstrap interval (``lo``, ``hi``; NaN where the run
+    kept no per-example outcomes) and those outcomes (``outcome``). ``records`` is a DataFrame
+    of records (``read_records``) or a list."""
+    df = _frame(records)
+    cols = ["experiment", "run", "task", "metric", "split", "value", "lo", "hi", "data"]
+    cols += ["wall_time", "outcome"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     experiments = (experiments,) if isinstance(experiments, str) else experiments
@@ -90,27 +232,44 @@ def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     rows = []
     for (_, _, task), g in df.groupby(["experiment", "run", "task"], sort=False):
         spec = TASKS[task]
-        g = g[(g.split == spec.eval_split) & (g.metric == spec.metrics[0])]
+        g = g[(g.split == spec.eval_split) & g.metric.isin([spec.metrics[0], PER_EXAMPLE])]
+        g = _with_outcomes(g)
         if not g.empty:
             rows.append(g[g.step == g.step.max()].iloc[-1][cols].to_dict())
     return pd.DataFrame(rows, columns=cols)
 
 
+def format_value(value, lo=np.nan, hi=np.nan, digits: int = 1) -> str:
+    """``"81.3 [79.1, 83.2]"``; ``"56.5 †"`` without an interval (``NO_INTERVAL``);
+    ``"missing"`` where there is no value."""
+    if value is None or value != value:
+        return "missing"
+    if lo != lo or hi != hi:
+        return f"{value:.{digits}f} †"
+    return stats.format_interval(value, (lo, hi), digits)
+
+
 def against_paper(records) -> pd.DataFrame:
     """One row per (run, task) of ``records``: the reproduced value of the task's paper metric
-    at the last epoch, beside the paper's."""
+    at the last epoch, its 95% bootstrap interval, beside the paper's."""
     table = final_metrics(records)
     table.insert(1, "paper", [PAPER_RESULTS[t][1] for t in table.task])
+    table["95% interval"] = [
+        "none kept" if lo != lo else f"[{lo:.1f}, {hi:.1f}]"
+        for lo, hi in zip(table.lo, table.hi, strict=True)
+    ]
     table["task"] = [TASKS[t].title for t in table.task]
-    return table[["task", "metric", "split", "value", "paper", "run", "data"]]
+    return table[["task", "metric", "split", "value", "95% interval", "paper", "run", "data"]]
 
 
-def paper_table(table: str, records, experiment: str = "finetune"):
+def paper_table(table: str, records, experiment: str = "finetune", intervals: bool = False):
     """Table 2, 3 or 4 of the paper beside the reproduced values, one column per run.
 
     Rows are the table's tasks, exactly the paper's (its columns, here rows); a task no run has
     measured shows NaN in that run's column (never dropped). Table 4 ends with the paper's GLUE
-    score, the GLUE server's over nine test sets, which no run here reproduces (NaN).
+    score, the GLUE server's over nine test sets, which no run here reproduces (NaN). With
+    ``intervals``, a run's cells are text: the value and its 95% bootstrap interval
+    (``format_value``: "81.3 [79.1, 83.2]", "56.5 †" where the run kept no outcomes, "missing").
     """
     if table not in PAPER_TABLES:
         raise ValueError(
@@ -128,36 +287,64 @@ def paper_table(table: str, records, experiment: str = "finetune"):
         out.loc[GLUE_ROW] = ["GLUE score", *PAPER_GLUE, "not reproduced (test server)"]
     got = final_metrics(records, experiment)
     for run, g in got.groupby("run", sort=False):
-        values = dict(zip(g.task, g.value, strict=True))
-        out[run] = [values.get(t, float("nan")) for t in tasks] + [float("nan")] * (table == "4")
+        cells = {t: (v, lo, hi) for t, v, lo, hi in zip(g.task, g.value, g.lo, g.hi, strict=True)}
+        nan = (float("nan"),) * 3
+        rows = [cells.get(t, nan) for t in tasks] + [nan] * (table == "4")
+        out[run] = [format_value(*c) if intervals else c[0] for c in rows]
     return out
 
 
-def _ablation_runs(records) -> dict[str, dict[str, dict[str, float]]]:
-    """run -> Table 5 method -> task -> the reproduced value (last epoch)."""
+def runs_table(records, experiments: str | tuple[str, ...] = "finetune") -> pd.DataFrame:
+    """Every task the runs of ``records`` measured (rows, by title) against the runs
+    (columns), each cell the value with its 95% interval (``format_value``): a build's own runs
+    in one table, whichever tasks they are."""
+    got = final_metrics(records, experiments)
+    if got.empty:
+        return pd.DataFrame()
+    got["cell"] = [format_value(*v) for v in zip(got.value, got.lo, got.hi, strict=True)]
+    order = [TASKS[t].title for t in TASKS if t in set(got.task)]
+    got["task"] = [TASKS[t].title for t in got.task]
+    table = got.pivot_table(index="task", columns="run", values="cell", aggfunc="last")
+    return table.reindex(order).fillna("missing").rename_axis(index=None, columns=None)
+
+
+def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
+    """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``."""
     got = final_metrics(records, tuple(ABLATIONS.values()))
-    runs: dict[str, dict[str, dict[str, float]]] = {}
+    runs: dict[str, dict[str, dict[str, dict]]] = {}
     for method, exp in ABLATIONS.items():
         for run, g in got[got.experiment == exp].groupby("run", sort=False):
-            runs.setdefault(run, {})[method] = dict(zip(g.task, g.value, strict=True))
+            runs.setdefault(run, {})[method] = {r["task"]: r for r in g.to_dict("records")}
     return runs
 
 
-def ablation_table(records):
+def ablation_table(records, intervals: bool = False):
     """Table 5: the paper's rows (its columns, in its order: Avg, then the eight tasks under
     its headings) and below them one row per reproduced run and method.
 
     Missing cells are NaN. "Avg" is the paper's for its rows; a reproduced row has one only when
     it has all eight tasks, the mean the paper's Avg is (else NaN: ``ablation_deltas`` compares
-    a run with fewer tasks over the tasks it has).
+    a run with fewer tasks over the tasks it has). With ``intervals``, a reproduced row's cells
+    are text with their 95% bootstrap interval (the Avg's: of the mean over the eight tasks,
+    each resampled on its own), as ``paper_table``'s.
     """
     cols = ["Avg", *TABLE5_COLUMNS]
     rows = {f"paper: {m}": [PAPER_TABLE5_AVG[m], *v] for m, v in PAPER_TABLE5.items()}
-    for run, methods in _ablation_runs(records).items():
-        for method, values in methods.items():
-            row = [values.get(t, float("nan")) for t in TABLE5_TASKS]
-            avg = sum(row) / len(row) if all(v == v for v in row) else float("nan")
-            rows[f"{run}: {method}"] = [avg, *row]
+    for run, methods in ablation_runs(records).items():
+        for method, got in methods.items():
+            cells = [got.get(t) for t in TABLE5_TASKS]
+            values = [c["value"] if c else float("nan") for c in cells]
+            avg = sum(values) / len(values) if all(c for c in cells) else float("nan")
+            if not intervals:
+                rows[f"{run}: {method}"] = [avg, *values]
+                continue
+            lo = hi = float("nan")
+            if all(c and isinstance(c["outcome"], dict) for c in cells):
+                arms = [(c["metric"], *_arrays(c["outcome"])) for c in cells]
+                lo, hi = stats.mean_interval(arms)
+            row = [format_value(avg, lo, hi)]
+            row += [format_value(c["value"], c["lo"], c["hi"]) if c else "missing" for c in cells]
+            rows[f"{run}: {method}"] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
 
 
@@ -182,18 +369,75 @@ FINDINGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 
 def ablation_deltas(records) -> pd.DataFrame:
     """Each §5 finding for each reproduced run: the mean difference of the two Table 5 rows over
-    the finding's tasks that the run has in both, beside the paper's over the same tasks,
-    which are named in the row."""
+    the finding's tasks that the run has in both, with the 95% interval of that paired mean
+    difference (each task's examples resampled on their own, the same indices for both rows),
+    beside the paper's over the same tasks, which are named in the row. A finding the run has
+    no common task for is a row of its own that says so ("n/a")."""
     paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
+    cols = ["run", "finding", "over the tasks", "run's", "95% interval", "paper's", "note"]
     rows = []
-    for run, methods in _ablation_runs(records).items():
+    for run, methods in ablation_runs(records).items():
         for finding, (a, b, tasks) in FINDINGS.items():
             va, vb = methods.get(a, {}), methods.get(b, {})
             common = [t for t in tasks if t in va and t in vb]
             if not common:
+                missing = ", ".join(TASKS[t].title for t in tasks)
+                why = f"n/a: no task of {missing} has both rows in this run"
+                rows.append((run, finding, "", np.nan, "n/a", np.nan, why))
                 continue
             names = ", ".join(TASKS[t].title for t in common)
-            ours = sum(va[t] - vb[t] for t in common) / len(common)
+            ours = sum(va[t]["value"] - vb[t]["value"] for t in common) / len(common)
             theirs = sum(paper[a][t] - paper[b][t] for t in common) / len(common)
-            rows.append((run, finding, names, ours, theirs))
-    return pd.DataFrame(rows, columns=["run", "finding", "over the tasks", "run's", "paper's"])
+            pairs = [(va[t], vb[t]) for t in common]
+            if all(paired(x["outcome"], y["outcome"]) for x, y in pairs):
+                arms = [
+                    (x["metric"], *_arrays(x["outcome"])[:1], *_arrays(y["outcome"]))
+                    for x, y in pairs
+                ]
+                lo, hi = stats.mean_difference_interval(arms)
+                interval, note = f"[{lo:.1f}, {hi:.1f}]", _excludes_zero(lo, hi, theirs)
+            else:
+                interval, note = "†", NO_INTERVAL
+            rows.append((run, finding, names, ours, interval, theirs, note))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _excludes_zero(lo: float, hi: float, paper: float | None = None) -> str:
+    """Where the interval lies against 0, and whether that is the paper's side."""
+    if lo <= 0 <= hi:
+        return "interval includes 0: no difference shown"
+    side = "above" if lo > 0 else "below"
+    if paper is None or paper == 0:
+        return f"interval {side} 0"
+    agrees = (lo > 0) == (paper > 0)
+    return f"interval {side} 0, {'the paper' if agrees else 'against the paper'}'s side"
+
+
+def ablation_differences(records) -> pd.DataFrame:
+    """Each §5 comparison task by task for each run: the full model's value minus the other
+    row's, its paired 95% interval, and the paper's difference on that task."""
+    paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
+    comparisons = {f: (a, b) for f, (a, b, _) in FINDINGS.items() if "smaller" not in f}
+    comparisons["aux LM"] = comparisons.pop("aux LM, larger sets")
+    rows = []
+    for run, methods in ablation_runs(records).items():
+        for finding, (a, b) in comparisons.items():
+            va, vb = methods.get(a, {}), methods.get(b, {})
+            for t in [t for t in TABLE5_TASKS if t in va and t in vb]:
+                x, y = va[t], vb[t]
+                iv = difference_interval(x["metric"], x["outcome"], y["outcome"])
+                rows.append(
+                    (
+                        run,
+                        finding,
+                        TASKS[t].title,
+                        x["value"] - y["value"],
+                        "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
+                        paper[a][t] - paper[b][t],
+                        NO_INTERVAL
+                        if iv is None
+                        else _excludes_zero(*iv, paper[a][t] - paper[b][t]),
+                    )
+                )
+    cols = ["run", "comparison", "task", "run's", "95% interval", "paper's", "note"]
+    return pd.DataFrame(rows, columns=cols)

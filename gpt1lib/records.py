@@ -4,11 +4,18 @@ A record is one measured value (a loss at a step, a dev accuracy, a throughput) 
 provenance: experiment, task, split, metric, scale, seed, config, data source, git commit, device,
 date and wall time. Records are appended to JSON-lines files, one object a line, never rewritten;
 tables and figures are drawn from them.
+
+Beside a final evaluation's metrics, one more record (metric ``"per_example"``, made by
+``per_example_record``) keeps what an interval needs: each evaluation example's prediction and
+gold label, in the evaluation's order, and a fingerprint of the examples' ids, so that two arms
+scored on the same examples can be compared example by example (``stats``). Records written
+before these existed have none; their numbers are shown without an interval.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -43,7 +50,10 @@ FIELDS = (
     "device",
     "date",
     "wall_time",
+    "per_example",
 )
+#: The metric name of the record that holds an evaluation's per-example outcomes.
+PER_EXAMPLE = "per_example"
 
 
 def _git(*args: str) -> str:
@@ -69,7 +79,7 @@ def device_name(device: torch.device | str | None = None) -> str:
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads, {os.cpu_count()} cores)"
 
 
 def provenance(device: torch.device | str | None = None) -> dict[str, Any]:
@@ -89,6 +99,36 @@ def make_record(metric: str, value: float, **fields: Any) -> dict[str, Any]:
     rec = dict.fromkeys(FIELDS)
     rec.update(fields, metric=metric, value=float(value))
     return rec
+
+
+def _compact(values) -> list:
+    """Numbers as short JSON: integers as integers, others to 4 decimals."""
+    out = []
+    for v in values:
+        v = v.item() if hasattr(v, "item") else v
+        out.append(int(v) if float(v).is_integer() else round(float(v), 4))
+    return out
+
+
+def examples_fingerprint(uids: Iterable[str]) -> str:
+    """A short hash of the evaluation examples' ids, in order: two evaluations with the same
+    fingerprint scored the same examples in the same order."""
+    return hashlib.sha256("\n".join(map(str, uids)).encode()).hexdigest()[:16]
+
+
+def per_example_record(predictions, labels, uids: Iterable[str], **fields: Any) -> dict[str, Any]:
+    """The record of one evaluation's per-example outcomes: value = the number of examples,
+    ``per_example`` = {"predictions", "labels" (lists, in the evaluation's order), "examples"
+    (``examples_fingerprint`` of their ids)}. ``fields`` as for ``make_record``."""
+    predictions, labels = _compact(predictions), _compact(labels)
+    if len(predictions) != len(labels):
+        raise ValueError(f"{len(predictions)} predictions for {len(labels)} labels")
+    outcomes = {
+        "predictions": predictions,
+        "labels": labels,
+        "examples": examples_fingerprint(uids),
+    }
+    return make_record(PER_EXAMPLE, len(labels), per_example=outcomes, **fields)
 
 
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> Path:
@@ -152,21 +192,120 @@ def keep_records(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
     return len(rows) - len(kept)
 
 
+#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
+_SETTINGS = {
+    "lr": "lr {:g}",
+    "batch_size": "batch {}",
+    "epochs": "{} epochs",
+    "warmup": "warm-up {:g}",
+    "weight_decay": "weight decay {:g}",
+    "grad_clip": "clip {:g}",
+    "lm_coef": "λ {:g}",
+    "clf_pdrop": "classifier dropout {:g}",
+    "n_transfer": "n_transfer {}",
+    "regression": "STS-B {}",
+    "max_len": "max_len {}",
+}
+#: Settings an experiment varies itself: its points share one label (one curve, one table).
+_VARIED = {"layer_transfer": ("n_transfer",), "ablation": ("lm_coef", "n_transfer")}
+
+
+def _device_label(device: str) -> str:
+    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)" (and for the older "cpu (x86_64, 2
+    threads)": torch runs one thread a core unless told otherwise); a GPU's name as it is."""
+    if not device.startswith("cpu ("):
+        return device
+    parts = device.rstrip(")").split(", ")
+    threads = parts[1].split()[0] if len(parts) > 1 else "?"
+    cores = parts[2].split()[0] if len(parts) > 2 else threads
+    return f"{cores} CPU cores" if threads == cores else f"{threads} threads of {cores} CPU cores"
+
+
+def _differences(rec: dict, config: dict) -> list[str]:
+    """The fine-tuning settings of ``rec`` that differ from its scale's recipe (``SCALES``)."""
+    from .scales import SCALES  # scales imports finetune, which imports this module
+
+    scale = SCALES.get(str(rec.get("scale")))
+    if scale is None:
+        return []
+    default = scale.finetune
+    varied = _VARIED.get(str(rec.get("experiment")).split(":")[0], ())
+    out = []
+    for name, fmt in _SETTINGS.items():
+        if name in config and name not in varied and config[name] != getattr(default, name):
+            if name == "n_transfer" and config[name] is None:
+                continue
+            out.append(fmt.format(config[name]))
+    if rec.get("task") and "limits" in config:  # the examples, where not the scale's
+        limits = scale.limits_for(rec["task"])
+        for key, word in (("limit", "train limit"), ("eval_limit", "eval limit")):
+            if config["limits"].get(key) != limits[key]:
+                out.append(f"{word} {config['limits'].get(key)}")
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    if "n_layer" in model and not str(rec.get("experiment")).startswith("ablation"):
+        ref = scale.model_config()
+        if (model["n_layer"], model.get("n_embd")) != (ref.n_layer, ref.n_embd):
+            out.append(f"model {model['n_layer']}×{model.get('n_embd')}")
+    return out
+
+
 def run_label(rec) -> str:
-    """How a table names the run a number came from, e.g. "cpu run, 2 CPU threads, commit
-    659788c, seed 0": its scale, device, commit and seed, and for fine-tuning runs the settings
-    a rerun may change (lambda when it is not the paper's 0.5, the blocks transferred, STS-B's
-    squared-error head), so that two reruns never share a column."""
-    device = str(rec.get("device") or "?")
-    if device.startswith("cpu ("):  # "cpu (x86_64, 2 threads)"
-        device = f"{device.split(', ')[-1].split()[0]} CPU threads"
-    label = f"{rec.get('scale')} run, {device}, commit {rec.get('commit')}, seed {rec.get('seed')}"
+    """How a table or figure names the run a number came from, e.g. "cpu run, 2 CPU cores,
+    commit 659788c, seed 0": its scale, device, commit and seed, and every fine-tuning setting
+    a rerun may change where it differs from the scale's recipe (lambda, the blocks
+    transferred, STS-B's head, the example limits, the model, ...), so that two reruns never
+    share a column. An experiment that varies a setting itself (layer transfer: the blocks;
+    the ablations: lambda and the blocks) keeps one label for all its points."""
+    device = _device_label(str(rec.get("device") or "?"))
+    sha, _, dirty = str(rec.get("commit") or "?").partition("+")
+    commit = sha[:7] + (f"+{dirty}" if dirty else "")
+    label = f"{rec.get('scale')} run, {device}, commit {commit}"
+    seed = rec.get("seed")
+    if seed is not None and seed == seed:  # not None, not NaN
+        label += f", seed {int(seed)}"
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-    if rec.get("experiment") == "finetune":
-        if config.get("lm_coef", 0.5) != 0.5:
-            label += f", λ {config['lm_coef']:g}"
-        if config.get("n_transfer") is not None:
-            label += f", n_transfer {config['n_transfer']}"
-        if config.get("regression") == "mse":  # STS-B's head, where not the soft labels
-            label += ", STS-B mse"
+    if "lm_coef" in config:  # a fine-tuning run
+        label += "".join(f", {d}" for d in _differences(rec, config))
     return label
+
+
+#: Where each scale runs, for a chapter's opening table (the recorded runs give their own).
+HARDWARE = {
+    "smoke": "any CPU",
+    "cpu": "a CPU (2 cores for the recorded run)",
+    "small": "one GPU",
+    "paper": "one GPU to fine-tune from the released weights; many to pre-train",
+}
+#: Parameters every recorded chapter gets, not worth repeating in its opening table.
+_ROUTINE = {"scale", "out_dir", "results_dir", "source", "corpus"}
+
+
+def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """How long ``chapter`` (a notebook's name, e.g. "10_layer_transfer") took at each scale,
+    and on what: from each recorded run's ``results/<scale>/manifest.json`` (its wall time,
+    commit, parameters other than the routine ones, and the device its records name), else
+    "not recorded". ``results_dir``: None for the checkout's ``results/``."""
+    from .scales import SCALES  # scales imports finetune, which imports this module
+
+    root = Path(results_dir) if results_dir else Path(__file__).resolve().parents[1] / "results"
+    rows = {}
+    for scale in SCALES:
+        manifest = root / scale / "manifest.json"
+        entry = json.loads(manifest.read_text()).get(chapter) if manifest.is_file() else None
+        if entry is None:
+            when = "seconds (the book build)" if scale == "smoke" else "not recorded yet"
+            rows[scale] = (HARDWARE[scale], when, "")
+            continue
+        devices = read_records(root / scale).get("device", pd.Series(dtype=object)).dropna()
+        hardware = _device_label(str(devices.iloc[0])) if len(devices) else HARDWARE[scale]
+        minutes = entry.get("wall_time_s", 0) / 60
+        extra = {k: v for k, v in entry.get("parameters", {}).items() if k not in _ROUTINE}
+        said = " ".join(f"-p {k} {json.dumps(v)}" for k, v in extra.items())
+        source = f"recorded run, commit {str(entry.get('commit'))[:7]}"
+        rows[scale] = (
+            hardware,
+            f"{minutes:.0f} min" if minutes >= 1 else "under a minute",
+            source + (f", with {said}" if said else ""),
+        )
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["hardware", "time", "from"])
+    return table.rename_axis("scale")

@@ -43,10 +43,15 @@ class RecordError(RuntimeError):
     """Some chapters of a recorded run failed; the records of the others were kept."""
 
 
+#: Pages that only read results/ (no run of their own to record): the book renders them.
+READ_ONLY_PAGES = ("book/results_at_a_glance",)
+
+
 def chapters(book: Path) -> list[Path]:
-    """The notebooks of ``_toc.yml``, in its order."""
+    """The notebooks of ``_toc.yml`` that make or read runs, in its order."""
     toc = yaml.safe_load((book.parent / "_toc.yml").read_text())
     files = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    files = [f for f in files if f not in READ_ONLY_PAGES]
     return [book.parent / f"{f}.ipynb" for f in files if (book.parent / f"{f}.ipynb").is_file()]
 
 

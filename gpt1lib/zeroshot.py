@@ -37,7 +37,7 @@ from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
 
 from .checks import check_tokenizer, warn_data
-from .records import make_record, provenance
+from .records import make_record, per_example_record, provenance
 from .runs import load_run_model
 from .runtime import pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task
@@ -191,9 +191,20 @@ def zero_shot_score(
 ) -> float:
     """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
     spec = get_task(task)
+    preds = zero_shot_predictions(model, tok, task, examples, train)
+    labels = np.array([e.label for e in examples])
+    return compute_metrics(spec, preds, labels)[spec.metrics[0]]
+
+
+def zero_shot_predictions(
+    model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
+) -> np.ndarray:
+    """The zero-shot heuristic's prediction for each of ``examples`` (a class or answer
+    index; -1 where RACE has no answer to score)."""
+    spec = get_task(task)
     task = spec.name
     _check(model, tok, spec, examples, train)
-    texts, labels = [e.texts[0] for e in examples], np.array([e.label for e in examples])
+    texts = [e.texts[0] for e in examples]
     if task == "cola":
         train_scores = cola_scores(model, tok, [e.texts[0] for e in train])
         th = best_threshold(train_scores, np.array([e.label for e in train]))
@@ -206,7 +217,7 @@ def zero_shot_score(
         preds = dprd_predictions(model, tok, examples)
     else:
         raise ValueError(f"no zero-shot heuristic for {task!r}; the paper's are {ZERO_SHOT_TASKS}")
-    return compute_metrics(spec, preds, labels)[spec.metrics[0]]
+    return preds
 
 
 def _check(model, tok, spec, examples, train) -> None:
@@ -245,12 +256,15 @@ def evaluate_checkpoints(
     scale: str | None = None,
     experiment: str = "zero_shot",
     progress: bool = True,
+    seed: int | None = None,
 ) -> list[dict]:
     """Records of every heuristic at every checkpoint folder (``step_<updates>``).
 
     ``data`` maps a task to (evaluation examples, training examples; the latter only for CoLA's
     threshold). Each record's ``step`` is the checkpoint's update count and its ``config`` holds
-    the model class and the normalised score.
+    the model class and the normalised score; beside each score, a ``per_example`` record keeps
+    the predictions and labels (``records.per_example_record``) for its interval. ``seed``: the
+    one the examples were subsampled with, recorded.
     """
     dev = pick_device(device)
     out, folders = [], list(map(Path, folders))
@@ -263,20 +277,21 @@ def evaluate_checkpoints(
         for task, (examples, train) in data.items():
             spec = get_task(task)
             t0 = time.perf_counter()
-            value = zero_shot_score(model, tok, task, examples, train)
+            preds = zero_shot_predictions(model, tok, task, examples, train)
+            labels = np.array([e.label for e in examples])
+            value = compute_metrics(spec, preds, labels)[spec.metrics[0]]
             config = {"arch": type(model).__name__, "normalised": normalise(task, value)}
-            out.append(
-                make_record(
-                    spec.metrics[0],
-                    value,
-                    experiment=experiment,
-                    task=task,
-                    split=spec.eval_split,
-                    step=int(folder.name.split("_")[-1]),
-                    scale=scale,
-                    config=config | {"checkpoint": folder.name, "examples": len(examples)},
-                    wall_time=time.perf_counter() - t0,
-                    **provenance(dev),
-                )
-            )
+            fields = {
+                "experiment": experiment,
+                "task": task,
+                "split": spec.eval_split,
+                "step": int(folder.name.split("_")[-1]),
+                "scale": scale,
+                "seed": seed,
+                "config": config | {"checkpoint": folder.name, "examples": len(examples)},
+                "wall_time": time.perf_counter() - t0,
+                **provenance(dev),
+            }
+            out.append(make_record(spec.metrics[0], value, **fields))
+            out.append(per_example_record(preds, labels, [e.uid for e in examples], **fields))
     return out

@@ -176,7 +176,7 @@ def test_schedule_starts_at_update_0_and_drops_the_last_partial_batch(monkeypatc
 
     rates = []
 
-    def spy(model, opt, lr, losses, grad_clip=1.0):
+    def spy(model, opt, lr, losses, grad_clip=1.0, scaler=None):
         rates.append(lr)
         return sum(loss.detach() for loss in losses)
 
@@ -222,13 +222,27 @@ def test_a_short_run_learns_the_fixture(tmp_path):
     assert train_acc >= 80  # it can fit its training data
     assert set(r.metrics.split) == {"train_loss", "dev", "train"}
     assert (tmp_path / "records.jsonl").is_file()
+    # after the last epoch, each scored split's predictions and labels, one record a split
+    outcomes = [x for x in r.records if x["metric"] == "per_example"]
+    assert [x["split"] for x in outcomes] == ["dev", "train"]
+    dev_outcome = outcomes[0]["per_example"]
+    assert dev_outcome["labels"] == [e.label for e in dev]
+    assert outcomes[0]["value"] == len(dev) == len(dev_outcome["predictions"])
+    final_dev = r.metrics.query("split == 'dev' and metric == 'accuracy'")["value"].iloc[-1]
+    hits = np.equal(dev_outcome["predictions"], dev_outcome["labels"])
+    assert 100 * hits.mean() == pytest.approx(final_dev)  # the reported number, example by example
+    assert "per_example" not in set(r.metrics.metric)
 
 
 def test_nothing_is_selected_on_the_reported_split(monkeypatch):
     import gpt1lib.finetune as ft
 
     scores = iter([90.0, 70.0, 50.0])  # the eval split's accuracy falls epoch by epoch
-    monkeypatch.setattr(ft, "evaluate", lambda *a, **k: {"accuracy": next(scores)})
+
+    def evaluate(*args, **kwargs):  # the metrics, and the predictions and labels behind them
+        return {"accuracy": next(scores)}, np.array([0, 0]), np.array([0, 1])
+
+    monkeypatch.setattr(ft, "evaluate", evaluate)
     train = [Example((f"w{i}",), label=i % 2) for i in range(8)]
     cfg = FinetuneConfig(batch_size=4, epochs=3, bf16=False)
     pre = GPT(preset("tiny", vocab_size=V))

@@ -8,11 +8,13 @@ They share one run folder, so the tiny model is pre-trained once.
 
 import json
 import os
+import re
 import shutil
 
 import pytest
 
 from gpt1lib import reproduce
+from gpt1lib.plots import layer_transfer_gains, layer_transfer_points
 from gpt1lib.records import read_records
 from gpt1lib.reproduce import ROOT, record
 from gpt1lib.scales import SCALES
@@ -80,6 +82,26 @@ def test_papermill_results_chapter_shows_the_rerun_as_its_own_column(runs):
     )
     assert "smoke run, " in text and ", seed 0" in text
     assert ", seed 1, λ 0" in text  # the rerun: its own column, named by what it changed
+    # this build's runs in their own section, each number with its 95% interval
+    assert "this build's run (smoke scale, fixtures): a check that the code runs" in text
+    assert re.search(r"\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", text)
+
+
+def test_papermill_reruns_keep_per_example_outcomes(runs):
+    folder, _ = runs
+    rec = read_records(folder / "smoke" / "finetune")
+    outcomes = rec[rec.metric == "per_example"]
+    assert {(r["seed"], r["split"]) for r in outcomes.to_dict("records")} >= {
+        (0, "dev"),
+        (1, "dev"),
+    }
+    for r in outcomes.to_dict("records"):
+        kept = r["per_example"]
+        assert len(kept["predictions"]) == len(kept["labels"]) == r["value"] > 0
+        assert len(kept["examples"]) == 16  # the examples' fingerprint
+    # the two seeds scored the same dev examples: their difference has a paired interval
+    dev = outcomes[outcomes.split == "dev"]
+    assert dev.per_example.map(lambda k: k["examples"]).nunique() == 1
 
 
 def test_papermill_layer_transfer_takes_a_list_of_tasks(tmp_path, runs):
@@ -88,6 +110,10 @@ def test_papermill_layer_transfer_takes_a_list_of_tasks(tmp_path, runs):
     rec = read_records(folder / "smoke" / "layer_transfer")
     assert set(rec.task) == {"rte"}
     assert sorted({c["n_transfer"] for c in rec.config}) == [-1, 0, 1, 2]  # none .. all blocks
+    gains = layer_transfer_gains(rec)  # all blocks minus embeddings only, paired
+    assert list(gains.task) == ["RTE"] and gains["95% interval"].iloc[0].startswith("[")
+    points = layer_transfer_points(rec)
+    assert points[points.split == "dev"].lo.notna().all()  # every point has its interval
 
 
 def test_papermill_recorder_keeps_a_manifest_and_skips_what_is_done(tmp_path):

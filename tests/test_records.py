@@ -2,28 +2,34 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from gpt1lib.paper import (
+    FINDINGS,
     GLUE_ROW,
     PAPER_RESULTS,
     PAPER_TABLE5,
     TABLE5_TASKS,
     ablation_deltas,
+    ablation_differences,
     ablation_table,
+    against_paper,
+    final_metrics,
     paper_table,
 )
 from gpt1lib.records import (
     FIELDS,
     append_records,
     make_record,
+    per_example_record,
     provenance,
     read_records,
     run_label,
 )
 from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
-from gpt1lib.tasks import TASKS
+from gpt1lib.tasks import TASKS, compute_metrics
 
 
 def _rec(task, value, metric, split="dev", step=3, experiment="finetune", scale="small"):
@@ -130,7 +136,11 @@ def test_ablation_deltas_compare_over_the_same_tasks():
     assert row["over the tasks"] == "CoLA, SST-2"  # RTE has no w/o pre-training run: left out
     assert row["run's"] == pytest.approx(15.0)
     assert row["paper's"] == pytest.approx(((45.4 - 18.9) + (91.3 - 84.0)) / 2)
-    assert list(d.index) == ["pre-training"]  # no LSTM or w/o aux LM runs: no such rows
+    # no LSTM or w/o aux LM runs: those findings say so, with no number
+    assert list(d.index) == list(FINDINGS)
+    assert d.loc["transformer over LSTM", "note"].startswith("n/a: no task of CoLA, SST-2")
+    assert math.isnan(d.loc["transformer over LSTM", "run's"])
+    assert row["95% interval"] == "†"  # hand-made records without outcomes
 
 
 def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
@@ -147,13 +157,102 @@ def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
 
 
 def test_run_labels_tell_reruns_apart():
-    base = {"scale": "cpu", "device": "cpu (x86_64, 2 threads)", "commit": "659788c", "seed": 0}
+    base = {"scale": "cpu", "device": "cpu (x86_64, 2 threads)", "commit": "659788cae368"}
+    base["seed"] = 0
     default = {**base, "experiment": "finetune", "config": {"lm_coef": 0.5, "n_transfer": None}}
-    assert run_label(default) == "cpu run, 2 CPU threads, commit 659788c, seed 0"
+    assert run_label(default) == "cpu run, 2 CPU cores, commit 659788c, seed 0"
     rerun = {**default, "seed": 1, "config": {"lm_coef": 0.0, "n_transfer": -1}}
-    assert run_label(rerun) == "cpu run, 2 CPU threads, commit 659788c, seed 1, λ 0, n_transfer -1"
+    assert run_label(rerun) == "cpu run, 2 CPU cores, commit 659788c, seed 1, λ 0, n_transfer -1"
     mse = {**default, "config": {"lm_coef": 0.5, "n_transfer": None, "regression": "mse"}}
-    assert run_label(mse) == "cpu run, 2 CPU threads, commit 659788c, seed 0, STS-B mse"
+    assert run_label(mse) == "cpu run, 2 CPU cores, commit 659788c, seed 0, STS-B mse"
     # an experiment that varies a setting itself keeps one label for all its points
-    sweep = {**rerun, "experiment": "layer_transfer"}
-    assert run_label(sweep) == "cpu run, 2 CPU threads, commit 659788c, seed 1"
+    sweep = {**rerun, "experiment": "layer_transfer", "config": {"lm_coef": 0.5, "n_transfer": -1}}
+    assert run_label(sweep) == "cpu run, 2 CPU cores, commit 659788c, seed 1"
+    ablation = {**rerun, "experiment": "ablation:no_aux_lm"}
+    assert run_label(ablation) == "cpu run, 2 CPU cores, commit 659788c, seed 1"
+
+
+def test_run_labels_name_every_setting_a_rerun_changed():
+    cfg = {"lm_coef": 0.5, "n_transfer": None, "lr": 1e-3, "batch_size": 16, "epochs": 3}
+    cfg["limits"] = {"limit": 50, "eval_limit": 400}  # the cpu scale's: 800 and 400
+    rec = {"scale": "cpu", "device": "cpu (x86_64, 4 threads, 8 cores)", "commit": "abc+dirty"}
+    rec |= {
+        "seed": 0.0,
+        "experiment": "finetune",
+        "task": "sst2",
+        "config": cfg,
+    }  # seed read as float
+    assert run_label(rec) == (
+        "cpu run, 4 threads of 8 CPU cores, commit abc+dirty, seed 0, lr 0.001, train limit 50"
+    )
+    gpu = {"scale": "small", "device": "NVIDIA H100 80GB HBM3", "commit": "1234567890ab"}
+    assert run_label({**gpu, "seed": None}) == "small run, NVIDIA H100 80GB HBM3, commit 1234567"
+    assert run_label({**gpu, "seed": 2}).endswith("commit 1234567, seed 2")
+
+
+def _arm(task, metric, preds, labels, experiment="finetune", seed=0, uids=None):
+    """A metric record and the per-example record of the same evaluation."""
+    spec = TASKS[task]
+    fields = dict(
+        task=task,
+        split=spec.eval_split,
+        step=3,
+        experiment=experiment,
+        scale="small",
+        commit="abc",
+        device="NVIDIA H100 80GB HBM3",
+        seed=seed,
+    )
+    value = compute_metrics(spec, np.array(preds), np.array(labels))[metric]
+    uids = uids or [f"{task}-{i}" for i in range(len(labels))]
+    return [
+        make_record(metric, value, **fields),
+        per_example_record(preds, labels, uids, **fields),
+    ]
+
+
+def test_tables_give_intervals_where_outcomes_were_kept(tmp_path):
+    y = [i % 2 for i in range(200)]
+    good = [v if i % 5 else 1 - v for i, v in enumerate(y)]  # 80% right
+    recs = _arm("sst2", "accuracy", good, y) + [_rec("cola", 20.0, "matthews")]  # CoLA: old
+    append_records(tmp_path / "r.jsonl", recs)
+    rec = read_records(tmp_path)  # through JSON and pandas, as the chapters read them
+    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
+    plain = paper_table("4", rec)
+    assert plain.loc["SST-2", run] == 80.0  # numbers as before
+    t = paper_table("4", rec, intervals=True)
+    cell = t.loc["SST-2", run]
+    lo, hi = (float(x) for x in cell.split("[")[1].rstrip("]").split(", "))
+    assert cell.startswith("80.0 [") and lo < 80 < hi and hi - lo < 15
+    assert t.loc["CoLA", run] == "20.0 †"  # recorded without outcomes: no interval
+    assert t.loc["MRPC", run] == "missing"
+    m = final_metrics(rec)
+    assert set(m.task) == {"sst2", "cola"}  # the per-example record is no metric of its own
+    assert "95% interval" in against_paper(rec).columns
+
+
+def test_ablation_findings_get_the_paired_interval():
+    y = [i % 2 for i in range(300)]
+    full = [v if i % 4 else 1 - v for i, v in enumerate(y)]  # 75% right
+    scratch = [v if i % 2 else 1 - v for i, v in enumerate(y)]  # 50% right
+    recs = _arm("sst2", "accuracy", full, y, "ablation:full")
+    recs += _arm("sst2", "accuracy", scratch, y, "ablation:no_pretraining")
+    recs += _arm("sst2", "accuracy", full, y, "ablation:no_aux_lm")
+    d = ablation_deltas(recs).set_index("finding")
+    row = d.loc["pre-training"]
+    assert row["run's"] == pytest.approx(25.0)
+    lo, hi = (float(x) for x in row["95% interval"].strip("[]").split(", "))
+    assert 15 < lo < 25 < hi < 35 and row["note"] == "interval above 0, the paper's side"
+    same = d.loc["aux LM, larger sets"]  # no such task here: said, not a NaN
+    assert same["95% interval"] == "n/a" and same["note"].startswith("n/a: no task of MNLI-m")
+    assert d.loc["aux LM, smaller sets", "95% interval"] == "n/a"
+    per_task = ablation_differences(recs).set_index("comparison")
+    assert per_task.loc["aux LM", "95% interval"] == "[0.0, 0.0]"  # identical arms
+    # arms scored on other examples are not paired: no interval
+    other = _arm("sst2", "accuracy", scratch, y, "ablation:lstm", uids=[str(i) for i in y])
+    lstm = ablation_differences(recs + other).set_index("comparison")
+    assert lstm.loc["transformer over LSTM", "95% interval"] == "†"
+    t = ablation_table(recs, intervals=True)
+    run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
+    assert t.loc[f"{run}: Transformer w/ aux LM (full)", "SST2"].startswith("75.0 [")
+    assert t.loc[f"{run}: Transformer w/ aux LM (full)", "Avg"] == "missing"  # not all eight

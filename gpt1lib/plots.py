@@ -1,0 +1,376 @@
+"""The results chapters' figures and table styling, drawn from records (``paper``'s tables),
+and Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero_shot_points``).
+
+Chapters 09-12, the results-at-a-glance page and the speed appendix call these functions, so
+that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
+list of them, one per run) with a title naming the run it shows (``records.run_label``), error
+bars where the run kept per-example outcomes (95% bootstrap intervals, ``stats``), and the
+paper's reference only where the paper states one (``paper.PAPER_LAYER_TRANSFER``; Figure 2
+(right) has none), never an invented curve point.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
+
+from .paper import (
+    ABLATIONS,
+    NO_INTERVAL,
+    PAPER_LAYER_TRANSFER,
+    PAPER_RESULTS,
+    PAPER_TABLE5,
+    PAPER_ZERO_SHOT,
+    PER_EXAMPLE,
+    TABLE5_COLUMNS,
+    TABLE5_TASKS,
+    _excludes_zero,
+    _frame,
+    _with_outcomes,
+    ablation_runs,
+    difference_interval,
+    final_metrics,
+)
+from .records import run_label
+from .tasks import TASKS
+
+# ---------------------------------------------------------------- Figure 2's data
+
+
+def layer_transfer_points(records) -> pd.DataFrame:
+    """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
+    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
+    outcomes, ``data`` and the fine-tuning's wall time. Split "train" is the training examples
+    scored each epoch (dashed in the figure), "dev" the evaluation split."""
+    df = _frame(records)
+    cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
+    cols += ["wall_time"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = _with_outcomes(df)
+    df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
+    last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
+    df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
+    return df.sort_values(["run", "task", "split", "n_transfer"])[cols].reset_index(drop=True)
+
+
+def layer_transfer_gains(records) -> pd.DataFrame:
+    """Each run's and task's dev accuracy with every block transferred minus with the
+    embeddings only (``n_transfer`` = n_layer against 0), its paired 95% interval, and what
+    the paper states of it (MultiNLI: up to 9)."""
+    pts = layer_transfer_points(records)
+    pts = pts[pts.split == "dev"]
+    rows = []
+    for (run, task), g in pts.groupby(["run", "task"], sort=False):
+        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
+        top = max(by_k)
+        if 0 not in by_k or top <= 0:
+            continue
+        a, b = by_k[top], by_k[0]
+        iv = difference_interval("accuracy", a["outcome"], b["outcome"])
+        stated = PAPER_LAYER_TRANSFER.get(task)
+        rows.append(
+            (
+                run,
+                TASKS[task].title,
+                top,
+                a["value"] - b["value"],
+                "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
+                NO_INTERVAL if iv is None else _excludes_zero(*iv, stated[0] if stated else None),
+                f"up to +{stated[0]:g}" if stated else "not stated",
+            )
+        )
+    cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "note"]
+    return pd.DataFrame(rows, columns=[*cols, "paper"])
+
+
+def zero_shot_points(records) -> pd.DataFrame:
+    """Figure 2 (right): one row per (run, model, task, checkpoint): the metric, its 95%
+    interval, and both normalised between random guessing (0) and the state of the art (1),
+    ``zeroshot.normalise``'s scale."""
+    from .zeroshot import normalise
+
+    df = _frame(records)
+    cols = ["run", "model", "task", "step", "value", "lo", "hi", "normalised", "nlo", "nhi"]
+    cols += ["examples"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[df.experiment == "zero_shot"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = _with_outcomes(df)
+    df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["examples"] = [c.get("examples") for c in df.config]
+    df["normalised"] = [normalise(t, v) for t, v in zip(df.task, df.value, strict=True)]
+    df["nlo"] = [normalise(t, v) for t, v in zip(df.task, df.lo, strict=True)]
+    df["nhi"] = [normalise(t, v) for t, v in zip(df.task, df.hi, strict=True)]
+    df = df.drop_duplicates(["run", "model", "task", "step"], keep="last")
+    return df.sort_values(["run", "model", "task", "step"])[cols].reset_index(drop=True)
+
+
+#: The y axis of Figure 2 (right), said in full.
+RELATIVE = "relative performance\n(0 = random guess, 1 = state of the art)"
+NO_BARS = "no error bars: recorded before per-example outcomes were kept"
+
+
+def style() -> None:
+    """The book's plotting style (seaborn's white grid)."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+
+
+def show(figs) -> None:
+    """Put each figure (one, a list, or None) on the page, once, then close it."""
+    from IPython.display import display
+
+    for fig in figs if isinstance(figs, list) else [figs] if figs is not None else []:
+        display(fig)
+        plt.close(fig)
+
+
+def _title(ax_or_fig, text: str, width: int = 90, **kw) -> None:
+    wrapped = "\n".join(textwrap.wrap(text, width))
+    if hasattr(ax_or_fig, "suptitle"):
+        ax_or_fig.suptitle(wrapped, fontsize=10, **kw)
+    else:
+        ax_or_fig.set_title(wrapped, fontsize=10, **kw)
+
+
+def show_table(table: pd.DataFrame, caption: str = ""):
+    """A table for a page: numbers to one decimal, gaps as "missing", the caption, and what a
+    "†" (a number without an interval) means where one appears."""
+    has_dagger = table.astype(str).apply(lambda c: c.str.contains("†")).any().any()
+    if has_dagger:
+        caption = f"{caption}. {NO_INTERVAL}" if caption else NO_INTERVAL
+    num = table.select_dtypes("number").columns
+    styled = table.style.format("{:.1f}", subset=num, na_rep="missing")
+    return styled.set_caption(caption) if caption else styled
+
+
+def _grouped_bars(ax, categories: list[str], series: dict[str, tuple]) -> bool:
+    """Bars of each series over ``categories`` side by side; a series is (values, lo, hi)
+    (NaN lo/hi: no error bar). Returns whether any error bar was drawn."""
+    n = max(len(series), 1)
+    width = 0.8 / n
+    x = np.arange(len(categories))
+    drew = False
+    for i, (name, (values, lo, hi)) in enumerate(series.items()):
+        values, lo, hi = (np.asarray(v, dtype=float) for v in (values, lo, hi))
+        pos = x - 0.4 + width * (i + 0.5)
+        ax.bar(pos, values, width, label=name)
+        has = ~np.isnan(lo) & ~np.isnan(values)
+        if has.any():
+            err = np.vstack([values[has] - lo[has], hi[has] - values[has]])
+            ax.errorbar(pos[has], values[has], yerr=err, fmt="none", ecolor="black", capsize=2)
+            drew = True
+    for i in range(len(categories)):  # a task no series has: said on the axis
+        if all(np.isnan(np.asarray(v[0], dtype=float)[i]) for v in series.values()):
+            ax.text(x[i], 1, "not run", ha="center", va="bottom", fontsize=8, color="grey")
+    ax.set_xticks(x, categories, rotation=45, ha="right")
+    return drew
+
+
+def _legend_below(ax, ncol: int = 1) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.28), ncol=ncol, fontsize=8, frameon=False)
+
+
+def results_bars(records, title: str = "Tables 2-4"):
+    """Every task of Tables 2-4 that a run measured: the paper's value and each run's, with its
+    95% interval. None where no run has measured any."""
+    runs = final_metrics(records)
+    if runs.empty:
+        return None
+    tasks = [t for t in PAPER_RESULTS if t in set(runs.task)]
+    gaps = [np.nan] * len(tasks)
+    series = {"paper (test sets)": ([PAPER_RESULTS[t][1] for t in tasks], gaps, gaps)}
+    for run, g in runs.groupby("run", sort=False):
+        got = g.set_index("task")
+        series[run] = tuple([got[c].get(t, np.nan) for t in tasks] for c in ("value", "lo", "hi"))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
+    drew = _grouped_bars(ax, [TASKS[t].title for t in tasks], series)
+    ax.set(ylabel="each task's paper metric (%)", xlabel="")
+    ax.axhline(0, color="grey", lw=0.8)
+    _legend_below(ax)
+    names = "; ".join(runs.run.unique())
+    _title(ax, f"{title}: the paper against {names}" + ("" if drew else f" ({NO_BARS})"), 110)
+    fig.tight_layout()
+    return fig
+
+
+def ablation_figure(records):
+    """Table 5 as bars: one panel for the paper and one per run, the four methods side by side
+    on each task, with 95% intervals where the run kept outcomes."""
+    runs = ablation_runs(records)
+    panels = {"paper": {m: (list(v), [np.nan] * 8, [np.nan] * 8) for m, v in PAPER_TABLE5.items()}}
+    for run, methods in runs.items():
+        panels[run] = {}
+        for method in ABLATIONS:
+            got = methods.get(method, {})
+            cells = [got.get(t) for t in TABLE5_TASKS]
+            panels[run][method] = tuple(
+                [c[k] if c else np.nan for c in cells] for k in ("value", "lo", "hi")
+            )
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(10, 3.6 * len(panels) + 1), squeeze=False, sharey=True
+    )
+    for ax, (name, series) in zip(axes[:, 0], panels.items(), strict=True):
+        drew = _grouped_bars(ax, list(TABLE5_COLUMNS), series)
+        ax.set(ylabel="dev metric (%)" if name != "paper" else "metric (%)")
+        ax.axhline(0, color="grey", lw=0.8)
+        _title(ax, name if name == "paper" else f"{name}" + ("" if drew else f" ({NO_BARS})"))
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    _title(fig, "Table 5: the ablations, the paper and each run", y=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def _colors(tasks) -> dict[str, str]:
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {t: palette[i % len(palette)] for i, t in enumerate(tasks)}
+
+
+def _chance(task: str) -> float | None:
+    spec = TASKS[task]
+    k = spec.n_answers or len(spec.labels)
+    return 100.0 / k if k else None
+
+
+def layer_transfer_figures(records) -> list:
+    """Figure 2 (left), one figure per run: accuracy against the blocks transferred (-1: none,
+    0: the embeddings only), dev solid with 95% intervals, the training examples dashed; each
+    task's chance level dotted; and the paper's one stated number, the gain of full transfer on
+    MultiNLI, as a marker set on this run's embeddings-only accuracy."""
+    pts = layer_transfer_points(records)
+    figs = []
+    for run, g in pts.groupby("run", sort=False):
+        fig, ax = plt.subplots(figsize=(8.5, 5.6))
+        colors = _colors(g.task.unique())
+        drew = False
+        dodge = {t: 0.06 * (i - (len(colors) - 1) / 2) for i, t in enumerate(colors)}
+        for (task, split), d in g.groupby(["task", "split"], sort=False):
+            d = d.sort_values("n_transfer")
+            label = f"{TASKS[task].title} ({split})"
+            style = {"color": colors[task], "marker": "o", "ms": 4}
+            if split == "dev":  # nudged sideways a little, so that the tasks' bars do not overlap
+                has = d.lo.notna()
+                err = np.vstack([d.value - d.lo, d.hi - d.value])
+                err = np.where(has.to_numpy(), err, 0)
+                x = d.n_transfer + dodge[task]
+                ax.errorbar(x, d.value, yerr=err, capsize=3, label=label, **style)
+                drew |= bool(has.any())
+            else:
+                ax.plot(d.n_transfer, d.value, ls="--", alpha=0.7, label=label, **style)
+        top = int(g.n_transfer.max())
+        for task in g.task.unique():
+            if (chance := _chance(task)) is not None:
+                ax.axhline(chance, color=colors[task], ls=":", lw=1)
+            dev = g[(g.task == task) & (g.split == "dev") & (g.n_transfer == 0)]
+            if task in PAPER_LAYER_TRANSFER and not dev.empty and top > 0:
+                gain = PAPER_LAYER_TRANSFER[task][0]
+                base = float(dev.value.iloc[0])
+                ax.plot([top, top], [base, base + gain], color=colors[task], ls=":", lw=1.5)
+                ax.plot(
+                    top,
+                    base + gain,
+                    marker="*",
+                    ms=12,
+                    color=colors[task],
+                    ls="none",
+                    label=f"paper, {TASKS[task].title}: full transfer up to +{gain:g} "
+                    "over embeddings only (drawn from this run's embeddings-only point)",
+                )
+        ax.plot([], [], color="grey", ls=":", label="chance (dotted, each task's colour)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(
+            xlabel="blocks transferred (-1: nothing, 0: embeddings only)",
+            ylabel="accuracy (%)",
+        )
+        minutes = g.drop_duplicates(["task", "n_transfer"]).wall_time.sum() / 60
+        note = "" if drew else f"; {NO_BARS}"
+        _title(ax, f"Figure 2 (left): {run} · {minutes:.0f} min of fine-tuning{note}", 90)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: ("(dev)" not in labels[i], i))
+        ax.legend(
+            [handles[i] for i in order],
+            [labels[i] for i in order],
+            loc="upper left",
+            bbox_to_anchor=(0, -0.16),
+            ncol=2,
+            fontsize=8,
+            frameon=False,
+        )
+        fig.tight_layout()
+        figs.append(fig)
+    return figs
+
+
+def zero_shot_figures(records) -> list:
+    """Figure 2 (right), one figure per run: each zero-shot heuristic's score, normalised
+    between random guessing (0) and the state of the art (1), against pre-training updates
+    (log scale); the transformer solid, the LSTM dashed, 95% intervals as bands. The paper
+    states no value of it, so none is drawn: what it finds is in the caption."""
+    pts = zero_shot_points(records)
+    figs = []
+    for run, g in pts.groupby("run", sort=False):
+        fig, ax = plt.subplots(figsize=(8, 4.6))
+        colors = _colors(g.task.unique())
+        drew = False
+        for (task, model), d in g.groupby(["task", "model"], sort=False):
+            d = d.sort_values("step")
+            ls = "-" if model == "Transformer" else "--"
+            label = f"{TASKS[task].title}, {model}"
+            ax.plot(d.step, d.normalised, ls=ls, marker="o", ms=3, color=colors[task], label=label)
+            if d.nlo.notna().any():
+                ax.fill_between(d.step, d.nlo, d.nhi, color=colors[task], alpha=0.12, lw=0)
+                drew = True
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.axhline(1, color="grey", lw=0.8, ls=":")
+        ax.set(xscale="log", xlabel="pre-training updates (log scale)", ylabel=RELATIVE)
+        examples = int(g.examples.max()) if g.examples.notna().any() else "?"
+        note = "" if drew else f"; {NO_BARS}"
+        _title(ax, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 80)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+        fig.text(0.01, 0.01, "\n".join(textwrap.wrap(f"paper: {PAPER_ZERO_SHOT}", 120)), fontsize=8)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        figs.append(fig)
+    return figs
+
+
+def bench_figure(kept: pd.DataFrame):
+    """A.4: recorded benchmarks, tokens per second and MFU of gpt1lib and transformers, one
+    pair of bars per recorded run (``kept``: bench records with ``run`` and ``variant``
+    columns), at a height that grows with the runs and the legend beside the bars."""
+    runs = list(dict.fromkeys(kept.run))
+    variants = list(dict.fromkeys(kept.variant))
+    height = 2.2 + 0.9 * len(runs) * max(len(variants), 1) / 2
+    fig, axes = plt.subplots(1, 2, figsize=(12, height), sharey=True)
+    y = np.arange(len(runs))
+    bar = 0.8 / max(len(variants), 1)
+    for ax, metric, label in zip(axes, ["tokens_per_s", "mfu"], ["tokens / s", "MFU"], strict=True):
+        for i, variant in enumerate(variants):
+            d = kept[(kept.metric == metric) & (kept.variant == variant)]
+            values = d.groupby("run").value.mean().reindex(runs)
+            bars = ax.barh(y - 0.4 + bar * (i + 0.5), values, bar, label=variant)
+            fmt = "{:.0%}" if metric == "mfu" else "{:,.0f}"
+            ax.bar_label(bars, [fmt.format(v) for v in values], padding=3, fontsize=8)
+        ax.set(xlabel=label)
+        ax.margins(x=0.15)  # room for the labels
+        if metric == "mfu":
+            ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+    axes[0].set_yticks(y, ["\n".join(textwrap.wrap(r, 34)) for r in runs], fontsize=8)
+    axes[0].invert_yaxis()
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    _title(fig, "A.4: recorded benchmarks, " + "; ".join(runs), 120)
+    fig.tight_layout()
+    return fig
