@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from .bundle import is_bundle
+from .bundle import tokenizer as bundle_tokenizer
 from .checkpoint import (
     CheckpointError,
     check_model_folder,
@@ -123,6 +125,8 @@ def pretrained_model(
         corpus = corpus or S.corpus
         if ckpt is not None:
             tok = load_tokenizer(str(ckpt))
+        elif arch == "gpt" and is_bundle(corpus):  # its ids were made by its own tokenizer
+            tok = bundle_tokenizer(corpus)
         elif arch == "lstm":
             tok = pretrained_model(scale, out_dir, "pretrain", corpus, "gpt", device, progress)[1]
         else:

@@ -81,6 +81,10 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
     """The file (or hub split) that ``load_examples(task, split, source)`` reads."""
     spec = _spec(task, split)
+    from ..bundle import describe, is_bundle  # a bundle imports the tasks
+
+    if is_bundle(source):
+        return describe(source, spec, split)
     if source != "hub":
         return str(find(spec, split, source))
     if spec.hub is None:
@@ -109,6 +113,11 @@ def load_examples(
 
     ``source``: ``"fixture"`` (the small files shipped with gpt1lib), ``"hub"`` (the registry's
     hub id through ``datasets``), or a folder in the data set's official layout (or the one file
-    to read). ``limit`` keeps that many examples, drawn with ``seed``, in file order.
+    to read), or a bundle (``gpt1lib.bundle``: the same examples, for the draws it holds).
+    ``limit`` keeps that many examples, drawn with ``seed``, in file order.
     """
+    from ..bundle import examples, is_bundle  # a bundle imports the tasks
+
+    if is_bundle(source):
+        return examples(source, _spec(task, split), split, limit, seed)
     return subsample(read(_spec(task, split), split, source), limit, seed)
