@@ -44,7 +44,7 @@ def test_the_rehearsal_runs_the_whole_plan_from_a_bundle(tmp_path):
     for step in ("1/4 wheels", "2/4 plan", "3/4 run", "4/4 copy"):
         assert step in r.stdout
     assert "no .whl folder: nothing to install" in r.stdout
-    assert (out / "plan.txt").read_text().startswith("plan for scale smoke")
+    assert "plan for scale smoke" in (out / "plan.txt").read_text()
     assert "plan done" in (out / "run.log").read_text()
     with tarfile.open(out / "records.tar.gz") as t:
         t.extractall(tmp_path / "x", filter="data")
