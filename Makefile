@@ -29,13 +29,19 @@ test: install lint
 # The recorded reproduction (a GPU run): every chapter at SCALE on the data in DATA, records
 # into results/<SCALE>/, then the book. Resumable: chapters already recorded for this commit
 # and these parameters are skipped (FORCE=all reruns them).
+# With BUDGET=<minutes>: the chapters' training in one process, planned to fit that much
+# accelerator time (the plan is printed first); nothing is installed (a machine without a
+# network) and the book is built afterwards, on any machine, with `make book`. DATA may be a
+# bundle (python -m gpt1lib.bundle), which is then the corpus too.
 SCALE ?= small
 DATA ?= ../shared/data
-CORPUS ?= $(DATA)/corpus/gutenberg_novels
+CORPUS ?= $(if $(wildcard $(DATA)/manifest.json),$(DATA),$(DATA)/corpus/gutenberg_novels)
 FORCE ?=
-record: install
+BUDGET ?=
+record: $(if $(BUDGET),,install)
 	$(PYTHON) -m gpt1lib.reproduce --scale $(SCALE) --source $(abspath $(DATA)) \
-		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) --book
+		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) \
+		$(if $(BUDGET),--budget $(BUDGET),--book)
 
 lint:
 	$(PYTHON) -m ruff check .

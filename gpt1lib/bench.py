@@ -75,9 +75,9 @@ class BenchConfig:
     """One benchmark run; ``None`` fields take the scale's, the preset's or the device's value."""
 
     preset: str | None = None  # a model preset, or a scale's name for its model; None: tiny
-    batch: int = 4  # sequences per step (examples per step when fine-tuning)
-    seq: int | None = None  # tokens per sequence; None: the preset's context
-    steps: int = 5  # timed steps per implementation, after warm-up
+    batch: int | None = None  # sequences (fine-tuning: examples) per step; None: the scale's, or 4
+    seq: int | None = None  # tokens per sequence; None: the scale's, or the preset's context
+    steps: int | None = None  # timed steps per implementation after warm-up; None: scale's, or 5
     warmup: int = 2  # untimed steps per implementation first
     device: str | None = None  # None: CUDA where available, else the CPU
     mode: Literal["pretrain", "finetune", "both"] = "pretrain"
@@ -267,12 +267,24 @@ def _checked(cfg: BenchConfig) -> BenchConfig:
     unknown = [i for i in cfg.implementations if i not in IMPLEMENTATIONS]
     if unknown:
         raise ValueError(f"unknown implementations {unknown}; choose from {IMPLEMENTATIONS}")
+    device = pick_device(cfg.device)
+    # the scale's (batch, seq, steps) on this device where not given: ``--scale paper`` on an
+    # H100 is the paper's own 64 x 512 tokens
+    given = (
+        (4, None, 5)
+        if cfg.scale is None
+        else SCALES[cfg.scale].bench.get(device.type, (4, None, 5))
+    )
+    batch, seq, steps = (
+        v if v is not None else d
+        for v, d in zip((cfg.batch, cfg.seq, cfg.steps), given, strict=True)
+    )
+    cfg = replace(cfg, batch=batch, seq=seq, steps=steps)
     if min(cfg.steps, cfg.warmup, cfg.batch) < 1:
         raise ValueError(f"steps={cfg.steps}, warmup={cfg.warmup}, batch={cfg.batch}: each >= 1")
     n_ctx = PRESETS[name].n_ctx
     if not 1 <= (cfg.seq or n_ctx) <= n_ctx:
         raise ValueError(f"seq={cfg.seq} must be between 1 and the {name} context {n_ctx}")
-    device = pick_device(cfg.device)
     pad = cfg.pad_vocab_to or (64 if device.type == "cuda" else 1)
     return replace(cfg, preset=name, seq=cfg.seq or n_ctx, device=str(device), pad_vocab_to=pad)
 
@@ -348,6 +360,63 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
     return rows
 
 
+def run_repeats(cfg: BenchConfig, repeats: int, **overrides: Any) -> list[list[dict[str, Any]]]:
+    """``run_benchmark`` ``repeats`` times, each with fresh models; each result's ``repeat``
+    says which. A busy or shared machine moves one run's figures: their spread says by how
+    much (``spread``)."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}: run at least once")
+    runs = []
+    for i in range(repeats):
+        runs.append([r | {"repeat": i} for r in run_benchmark(cfg, **overrides)])
+    return runs
+
+
+def spread(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per variant over the repeats: the median, min and max of tokens/s and of the speed over
+    the reference (transformers, or padding to the context)."""
+    out = []
+    for variant in dict.fromkeys(r["variant"] for run in runs for r in run):
+        rows = [r for run in runs for r in run if r["variant"] == variant]
+        row = {"variant": variant, "repeats": len(rows), "reference": rows[0]["reference"]}
+        for key in ("tokens_per_s", "vs_reference"):
+            values = [r[key] for r in rows if r[key] is not None]
+            if values:
+                row |= {f"{key}_median": statistics.median(values), f"{key}_min": min(values)}
+                row[f"{key}_max"] = max(values)
+        out.append(row)
+    return out
+
+
+#: The settings of the headline ratio: the library's default configuration (embedding dropout
+#: on the matrix, as the released code) against transformers, both through ``train_step`` with
+#: the same AdamW (fused where PyTorch has it); "gpt1lib" is the like-for-like function
+#: (dropout on the summed embedding, as transformers).
+HEADLINE = "gpt1lib:matrix"
+
+
+def _range(r: dict, key: str, fmt: str) -> str:
+    lo, mid, hi = (format(r[f"{key}_{k}"], fmt) for k in ("min", "median", "max"))
+    return f"{mid} ({lo}-{hi})"
+
+
+def format_spread(stats: Sequence[dict[str, Any]]) -> str:
+    """The spread table, then the headline: which settings, and its ratio's median and range."""
+    lines = [f"{'variant':18s} {'runs':>4s} {'tokens/s: median (min-max)':>30s} {'vs ref.':>20s}"]
+    for r in stats:
+        ratio = _range(r, "vs_reference", ".2f") if "vs_reference_median" in r else "-"
+        tok = _range(r, "tokens_per_s", ",.0f")
+        lines.append(f"{r['variant']:18s} {r['repeats']:4d} {tok:>30s} {ratio:>20s}")
+    head = next((r for r in stats if r["variant"] == HEADLINE and "vs_reference_median" in r), None)
+    if head:
+        lines.append(
+            f"headline: {HEADLINE}, the library's default config (embedding dropout on the "
+            "matrix), vs transformers, both on the same AdamW and train_step: "
+            f"{_range(head, 'vs_reference', '.2f')}x over {head['repeats']} runs"
+        )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- records, table, command line
 
 #: The result fields that become records.
@@ -363,6 +432,7 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
     recs = []
     for r in results:
         config = r["config"] | {k: r[k] for k in _CONFIG} | {"steps": len(r["step_times_s"])}
+        config |= {"repeat": r["repeat"]} if "repeat" in r else {}
         values = {m: r[m] for m in METRICS}
         ref = "transformers" if r["reference"] == "transformers" else "padding_to_context"
         values["speedup_vs_" + ref] = r["vs_reference"]
@@ -411,14 +481,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     presets = sorted({*PRESETS, *SCALES})
     arg("--preset", choices=presets, help="model preset, or a scale for its model (None: tiny)")
     arg("--scale", choices=tuple(SCALES), help="the book's scale to record, and its model")
-    arg("--batch", type=int, default=4, help="sequences (fine-tuning: examples) per step")
-    arg("--seq", type=int, help="tokens per sequence (None: the model's context)")
-    arg("--steps", type=int, default=5, help="timed steps per implementation")
+    arg(
+        "--batch",
+        type=int,
+        help="sequences (fine-tuning: examples) per step (None: the scale's, or 4)",
+    )
+    arg("--seq", type=int, help="tokens per sequence (None: the scale's, or the model's context)")
+    arg("--steps", type=int, help="timed steps per implementation (None: the scale's, or 5)")
+    arg("--repeats", type=int, default=1, help="whole runs, each with fresh models: their spread")
     arg("--warmup", type=int, default=2, help="untimed steps per implementation first")
     arg("--device", help="cpu, cuda, cuda:1... (None: CUDA where available)")
     arg("--mode", choices=("pretrain", "finetune", "both"), default="pretrain", help="what to time")
     what = {"help": "implementations to time, interleaved: %(choices)s", "metavar": "NAME"}
-    impl = ["gpt1lib", "transformers"]
+    impl = ["gpt1lib", HEADLINE, "transformers"]
     arg("--implementations", "--impl", nargs="+", choices=IMPLEMENTATIONS, default=impl, **what)
     arg("--compile", action=on_off, default=False, help="torch.compile every model timed")
     arg("--bf16", action=on_off, default=True, help="bf16 autocast on CUDA (the CPU: float32)")
@@ -427,12 +502,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     arg("--threads", type=int, help="torch.set_num_threads first (None: torch's default)")
     arg("--out", help="append the records to this JSON-lines file")
     a = vars(p.parse_args(argv))
-    threads, out = a.pop("threads"), a.pop("out")
+    threads, out, repeats = a.pop("threads"), a.pop("out"), a.pop("repeats")
     if threads:
         torch.set_num_threads(threads)
     cfg = BenchConfig(**a | {"implementations": tuple(a["implementations"])})
-    results = run_benchmark(cfg)
+    runs = run_repeats(cfg, repeats)
+    results = [r for run in runs for r in run]
     print(format_table(results))
+    print(format_spread(spread(runs)))
     if out:
         recs = to_records(results)
         append_records(out, recs)

@@ -84,8 +84,16 @@ def load_documents(
 
     A local folder with ``train``/``valid`` parts (subfolders or ``train.txt``/``valid.txt``)
     gives that part; any other file or folder is the "train" part (hold documents out with
-    ``split_documents``). ``doc_separator`` cuts a file into documents.
+    ``split_documents``). ``doc_separator`` cuts a file into documents. A bundle
+    (``gpt1lib.bundle``) holds token ids, not text: its documents are the ids decoded (lower-case,
+    the tokenizer's spacing), one per split.
     """
+    from . import bundle
+
+    if bundle.is_bundle(source):
+        ids = bundle.corpus_ids(source, "valid" if split in _VALID_NAMES else "train")
+        text = bundle.tokenizer(source).decode(ids.tolist())
+        return Documents([text], f"bundle {Path(source).name} ({split}, decoded from its ids)")
     path = FIXTURE if str(source) == "fixture" else Path(source)
     if path.exists():
         if path.is_file():
@@ -291,8 +299,13 @@ def build_corpus(
     """Documents of ``source`` tokenised and cut into blocks; validation by whole documents.
 
     A source with its own validation part uses it; otherwise ``valid_fraction`` of the
-    documents are held out.
+    documents are held out. A bundle (``gpt1lib.bundle``) gives the ids it holds, tokenized and
+    split so when it was built (``tokenizer`` must be its own).
     """
+    from . import bundle
+
+    if bundle.is_bundle(source):
+        return _bundle_corpus(source, tokenizer, n_ctx)
     train_docs = load_documents(source, "train", doc_separator, limit=limit)
     try:
         valid_docs = load_documents(source, "valid", doc_separator, limit=limit)
@@ -308,4 +321,19 @@ def build_corpus(
         train_docs.n_bytes,
         str(source),
         train_docs.sha256,
+    )
+
+
+def _bundle_corpus(folder, tokenizer, n_ctx: int) -> Corpus:
+    """The corpus of a bundle: its stored ids, checked to be ``tokenizer``'s."""
+    from . import bundle
+
+    bundle.check_tokenizer(folder, tokenizer)
+    entry = bundle.manifest(folder)["corpus"]
+    train = TokenBlocks(bundle.corpus_ids(folder, "train"), n_ctx, "training text")
+    valid = TokenBlocks(bundle.corpus_ids(folder, "valid"), n_ctx, "validation text")
+    via = f", via bundle {Path(folder).name}"
+    t, v = entry["train"], entry["valid"]
+    return Corpus(
+        train, valid, t["source"] + via, v["source"] + via, t["bytes"], str(folder), t["sha256"]
     )

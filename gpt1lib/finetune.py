@@ -191,9 +191,37 @@ def build_task_model(
 # ---------------------------------------------------------------- data and metrics
 
 
+class _BatchEncoded:
+    """``tok`` whose ``encode`` answers from one ``encode_batch`` of every distinct text of
+    ``examples`` (in parallel, and a RACE article once for its questions): the same ids."""
+
+    def __init__(self, tok, examples: Sequence[Example]) -> None:
+        texts = list(dict.fromkeys(t for ex in examples for t in (*ex.texts, *ex.answers)))
+        self.tok, self.ids = tok, dict(zip(texts, tok.encode_batch(texts), strict=True))
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.ids.get(text)
+        return list(ids) if ids is not None else self.tok.encode(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.tok, name)
+
+
+#: Encodings already made in this process, by (tokenizer, task, n_ctx, examples): a plan or a
+#: sweep fine-tunes on the same examples many times (layer transfer: 14 runs on RACE's 20,000),
+#: and encoding them is CPU work the accelerator would wait on. The last few are kept.
+_ENCODED: dict[tuple, tuple[Encoded, ...]] = {}
+
+
 def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> list[Encoded]:
     """Every example's token sequences (answer counts checked against the task first)."""
-    out = []
+    key = (tok.fingerprint(), task, n_ctx, tuple(examples))
+    try:
+        if key in _ENCODED:
+            return list(_ENCODED[key])
+    except TypeError:  # an example built with lists: not kept
+        key = None
+    out, tok = [], _BatchEncoded(tok, examples)
     for ex in examples:
         n = task.n_answers
         if task.family == "multiple_choice" and n and len(ex.answers) != n:
@@ -201,6 +229,10 @@ def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> 
                 f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; the task has {n}"
             )
         out.append(encode_example(ex, task.family, tok, n_ctx, task.truncation))
+    if key is not None:
+        if len(_ENCODED) >= 8:
+            _ENCODED.pop(next(iter(_ENCODED)))
+        _ENCODED[key] = tuple(out)
     return out
 
 

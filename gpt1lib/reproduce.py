@@ -13,6 +13,10 @@ commit and parameters is skipped unless ``--force`` names it (or ``all``). A cha
 is reported and the others still run; the command then ends with an error naming the failed
 chapters (their records are not kept). ``--book`` rebuilds the HTML book afterwards.
 
+With ``--budget MINUTES`` the chapters' training runs instead in one process, planned to fit
+that much accelerator time (``gpt1lib.plan``, ``gpt1lib.plan_run``): the records land in the
+same files, and ``make book`` draws the results chapters from them afterwards.
+
 A sweep reruns one chapter over the values of one parameter, the researcher's use:
 
     python -m gpt1lib.reproduce --scale cpu --only 05_classification \
@@ -185,6 +189,26 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
     p.add_argument("--force", nargs="*", default=[], help="chapters to rerun anyway, or 'all'")
     p.add_argument("--book", action="store_true", help="rebuild the HTML book afterwards")
     p.add_argument(
+        "--budget",
+        type=float,
+        metavar="MINUTES",
+        help="run every chapter's training in one process, planned to fit these minutes of "
+        "the accelerator (gpt1lib.plan), instead of the notebooks",
+    )
+    p.add_argument("--plan-only", action="store_true", help="with --budget: print the plan, stop")
+    p.add_argument(
+        "--estimate",
+        metavar="DEVICE",
+        help="with --budget: plan from this device's estimated throughput (e.g. 'NVIDIA H100 "
+        "80GB HBM3') instead of timing steps here",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="MINUTES",
+        help="with --budget: end this call before a unit that would not finish in time",
+    )
+    p.add_argument(
         "--sweep",
         nargs="+",
         metavar=("NAME", "VALUE"),
@@ -199,10 +223,28 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
             p.error("--sweep NAME VALUE [VALUE ...] needs one chapter: --only <chapter>")
         values = [_value(v) for v in a.sweep[1:]]
         return sweep(a.only[0], a.sweep[0], values, a.scale, params, Path(a.out_dir))
+    if a.budget is not None:
+        return _budgeted(a, p)
     manifest = record(a.scale, params, Path(a.out_dir), Path(a.results), set(a.force), only)
     if a.book:
         subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
     return manifest
+
+
+def _budgeted(a, p: argparse.ArgumentParser) -> dict:
+    """``--budget``: the whole scale in one process (``gpt1lib.plan_run``)."""
+    from .plan_run import run
+
+    if a.budget <= 0 or not a.source or not a.corpus:
+        p.error("--budget MINUTES (> 0) needs --source and --corpus (a bundle, or the data)")
+    if a.only or a.param or a.sweep:
+        p.error("--budget runs the whole plan: --only, -p and --sweep are for the notebooks")
+    kw = {"force": bool(a.force), "stop_after_min": a.stop_after, "plan_only": a.plan_only}
+    kw["estimate_on"] = a.estimate
+    made = run(a.scale, a.source, a.corpus, a.budget, Path(a.out_dir), Path(a.results), **kw)
+    if a.book and not a.plan_only:
+        subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
+    return made
 
 
 def _value(text: str):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from .bundle import is_bundle
+from .bundle import tokenizer as bundle_tokenizer
 from .checkpoint import (
     CheckpointError,
     check_model_folder,
@@ -192,6 +194,8 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
         corpus = corpus or S.corpus
         if ckpt is not None:
             tok = load_tokenizer(str(ckpt))
+        elif arch == "gpt" and is_bundle(corpus):  # its ids were made by its own tokenizer
+            tok = bundle_tokenizer(corpus)
         elif arch == "lstm":
             tok = pretrained_model(scale, out_dir, "pretrain", corpus, "gpt", device, progress)[1]
         else:

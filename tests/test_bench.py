@@ -150,3 +150,22 @@ def test_bad_inputs_are_clear_errors():
         run_benchmark(TINY, preset="huge")
     with pytest.raises(SystemExit):  # argparse names the choices
         main(["--scale=huge"])
+
+
+def test_repeats_give_a_spread_and_a_headline_on_the_default_config(capsys):
+    runs = bench.run_repeats(TINY, 2, implementations=bench.IMPLEMENTATIONS[:2] + ("transformers",))
+    assert [r["repeat"] for run in runs for r in run][::3] == [0, 1]
+    stats = {s["variant"]: s for s in bench.spread(runs)}
+    head = stats[bench.HEADLINE]
+    assert head["repeats"] == 2 and head["vs_reference_min"] <= head["vs_reference_median"]
+    assert head["vs_reference_median"] <= head["vs_reference_max"]
+    assert stats["transformers"]["vs_reference_median"] == 1.0
+    text = bench.format_spread(bench.spread(runs))
+    assert "headline: gpt1lib:matrix" in text and "default config" in text
+    assert {r["config"]["repeat"] for r in to_records(runs[1])} == {1}
+
+
+def test_a_scale_gives_the_batch_seq_and_steps_of_its_device():
+    (r,) = run_benchmark(BenchConfig(scale="smoke", warmup=1, memory=False), device="cpu",
+                         implementations=("gpt1lib",))  # fmt: skip
+    assert (r["batch"], r["seq"], len(r["step_times_s"])) == (4, 64, 3)  # smoke's cpu bench

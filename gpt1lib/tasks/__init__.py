@@ -80,7 +80,11 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
 
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
     """The file (or hub split) that ``load_examples(task, split, source)`` reads."""
+    from ..bundle import describe, is_bundle  # a bundle imports the tasks
+
     spec = _spec(task, split)
+    if is_bundle(source):
+        return describe(source, spec, split)
     if _val_only(spec, source):
         half = "the half fine-tuned on" if split == "train" else "the other half, scored"
         return f"{find(spec, 'train', source)} ({half}: no test file)"
@@ -96,13 +100,20 @@ def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixtur
     (``glue/MRPC/train.tsv``), ``fixture:`` and the path under the fixtures, the file and its
     folder's name where ``source`` is that file, or the hub data set; never this machine's
     absolute path."""
-    if source == "hub":
+    from ..bundle import is_bundle  # a bundle imports the tasks
+
+    spec = _spec(task, split)
+    if source == "hub" or is_bundle(source):
         return describe_source(task, split, source)
-    path = find(_spec(task, split), split, source)
+    halves = _val_only(spec, source)
+    path = find(spec, "train" if halves else split, source)
     root = FIXTURES if source == "fixture" else Path(source)
     if root.is_file() or path == root:  # the file (or RACE split folder) itself
         return f"{path.parent.name}/{path.name}"
     where = path.relative_to(root).as_posix()
+    if halves:
+        where += " (the half fine-tuned on" if split == "train" else " (the other half, scored"
+        where += ": no test file)"
     return f"fixture:{where}" if source == "fixture" else where
 
 
@@ -127,12 +138,17 @@ def load_examples(
 
     ``source``: ``"fixture"`` (the small files shipped with gpt1lib), ``"hub"`` (the registry's
     hub id through ``datasets``), or a folder in the data set's official layout (or the one file
-    to read). ``limit`` keeps that many examples, drawn with ``seed``, in file order.
+    to read), or a bundle (``gpt1lib.bundle``: the same examples, for the draws it holds).
+    ``limit`` keeps that many examples, drawn with ``seed``, in file order.
 
     Story Cloze from a folder that holds only its validation file (the test file is handed out
     separately): ``train`` is one half of that file and ``test`` the other (``val_halves``).
     """
+    from ..bundle import examples, is_bundle  # a bundle imports the tasks
+
     spec = _spec(task, split)
+    if is_bundle(source):
+        return examples(source, spec, split, limit, seed)
     if _val_only(spec, source):
         return subsample(val_halves(spec, source)[split], limit, seed)
     return subsample(read(spec, split, source), limit, seed)
