@@ -25,7 +25,11 @@ def test_every_badge_and_install_cell_names_the_configured_repository():
     github = url.removeprefix("https://github.com/")
     assert colab_links.main(["--check"]) == 0, "run: python tools/colab_links.py"
     for nb in sorted((ROOT / "book").glob("*.ipynb")):
-        text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"][:3])
+        cells = json.loads(nb.read_text())["cells"]
+        first = next(
+            i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])
+        )
+        text = "".join("".join(c["source"]) for c in cells[:first])  # what runs before it
         assert f"(https://colab.research.google.com/github/{github}/blob/{branch}/book/" in text
         assert re.search(rf'%pip install -q "gpt1lib(\[\w+\])? @ git\+{url}@{branch}"', text), nb
     # no other file names the repository by hand (_config.yml and the generated cells aside)
