@@ -215,13 +215,16 @@ _ENCODED: dict[tuple, tuple[Encoded, ...]] = {}
 
 def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> list[Encoded]:
     """Every example's token sequences (answer counts checked against the task first)."""
-    key = (tok.fingerprint(), task, n_ctx, tuple(examples))
+    fingerprint = getattr(tok, "fingerprint", None)  # a stand-in tokenizer may have none
+    key = (fingerprint(), task, n_ctx, tuple(examples)) if fingerprint else None
     try:
         if key in _ENCODED:
             return list(_ENCODED[key])
     except TypeError:  # an example built with lists: not kept
         key = None
-    out, tok = [], _BatchEncoded(tok, examples)
+    out = []
+    if hasattr(tok, "encode_batch"):  # GPT1Tokenizer: every distinct text in one call
+        tok = _BatchEncoded(tok, examples)
     for ex in examples:
         n = task.n_answers
         if task.family == "multiple_choice" and n and len(ex.answers) != n:

@@ -303,8 +303,8 @@ def test_a_saved_model_round_trips_with_its_sha256(base, tmp_path):
 def test_records_name_the_device_and_its_thread_count(base):
     device = read_records(base.run / "records.jsonl")["device"].iloc[0]
     if device.startswith("cpu"):
-        assert re.fullmatch(r"cpu \(.+, \d+ threads\)", device), device
-    assert re.fullmatch(r"cpu \(.+, \d+ threads\)", provenance("cpu")["device"])
+        assert re.fullmatch(r"cpu \(.+, \d+ threads, \d+ cores\)", device), device
+    assert re.fullmatch(r"cpu \(.+, \d+ threads, \d+ cores\)", provenance("cpu")["device"])
 
 
 def test_a_checkpoint_from_before_the_sha256s_still_resumes(c):
