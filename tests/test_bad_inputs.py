@@ -25,7 +25,7 @@ library, cli, chapter = (
     registry("chapter", CHAPTER),
 )
 SST2_DEV = FIXTURES / "glue" / "SST-2" / "dev.tsv"
-STORY_TEST = FIXTURES / "story_cloze" / "cloze_test_test__spring2016.csv"
+STORY_TEST = FIXTURES / "story_cloze" / "stories_test.csv"
 FT = SCALES["smoke"].finetune
 
 

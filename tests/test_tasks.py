@@ -204,23 +204,21 @@ def test_story_cloze_picks_the_2016_files(tmp_path):
                  "cloze_test_val__winter2018-cloze_test_ALL_val - 1 - 1.csv",
                  "cloze_test_test__spring2016 - cloze_test_ALL_test.csv"):  # fmt: skip
         kind = "val" if "_val_" in name else "test"
-        shutil.copy(src / f"cloze_test_{kind}__spring2016.csv", tmp_path / name)
+        shutil.copy(src / f"stories_{kind}.csv", tmp_path / name)
     assert "spring2016" in describe_source("story_cloze", "train", tmp_path)
     assert "spring2016" in describe_source("story_cloze", "test", tmp_path)
     e = load_examples("story_cloze", "test", tmp_path)[0]
-    row = (src / "cloze_test_test__spring2016.csv").read_text().splitlines()[1].split(",")
+    row = (src / "stories_test.csv").read_text().splitlines()[1].split(",")
     assert e.texts == (" ".join(row[1:5]), "") and e.answers == tuple(row[5:7])
     assert e.label == int(row[7]) - 1
-    shutil.copy(src / "cloze_test_val__spring2016.csv", tmp_path / "val2016_copy.csv")
+    shutil.copy(src / "stories_val.csv", tmp_path / "val2016_copy.csv")
     with pytest.raises(ValueError, match="several Story Cloze train files"):
         load_examples("story_cloze", "train", tmp_path)
 
 
 def test_story_cloze_without_its_test_file_splits_the_validation_file(tmp_path):
-    shutil.copy(FIXTURES / "story_cloze" / "cloze_test_val__spring2016.csv", tmp_path)
-    stories = load_examples(
-        "story_cloze", "train", FIXTURES / "story_cloze" / "cloze_test_val__spring2016.csv"
-    )
+    shutil.copy(FIXTURES / "story_cloze" / "stories_val.csv", tmp_path)
+    stories = load_examples("story_cloze", "train", FIXTURES / "story_cloze" / "stories_val.csv")
     train = load_examples("story_cloze", "train", tmp_path)
     test = load_examples("story_cloze", "test", tmp_path)
     assert len(train) + len(test) == len(stories) and len(test) == len(stories) // 2
@@ -228,7 +226,7 @@ def test_story_cloze_without_its_test_file_splits_the_validation_file(tmp_path):
     assert load_examples("story_cloze", "test", tmp_path, seed=5) == test  # same halves any seed
     assert unavailable("story_cloze", tmp_path) is None
     assert "no test file" in describe_source("story_cloze", "test", tmp_path)
-    (tmp_path / "cloze_test_val__spring2016.csv").unlink()
+    (tmp_path / "stories_val.csv").unlink()
     with pytest.raises(FileNotFoundError, match="Story Cloze train"):
         load_examples("story_cloze", "test", tmp_path)
 
@@ -376,7 +374,7 @@ def test_scores_and_answer_indices_are_checked(tmp_path):
     with pytest.raises(ValueError, match=r"score '7.5' is not a number in \[0, 5\]"):
         load_examples("stsb", "dev", folder)
     story = tmp_path / "cloze_test_val.csv"
-    lines = (FIXTURES / "story_cloze" / "cloze_test_val__spring2016.csv").read_text().splitlines()
+    lines = (FIXTURES / "story_cloze" / "stories_val.csv").read_text().splitlines()
     story.write_text("\n".join([lines[0], lines[1][:-1] + "3"]) + "\n")
     with pytest.raises(ValueError, match="AnswerRightEnding '3' is not 1 or 2"):
         load_examples("story_cloze", "train", tmp_path)
