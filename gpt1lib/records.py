@@ -65,12 +65,15 @@ def _git(*args: str) -> str:
 
 @cache
 def git_commit() -> str:
-    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes)."""
+    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes).
+
+    A copy without ``.git`` (a GPU machine's, a fresh directory) says ``$GPT1_COMMIT``, set by
+    whoever copied it (``tools/rehearse_gpu.sh``), else "unknown"."""
     try:
         sha = _git("rev-parse", "--short=12", "HEAD")
         dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("GPT1_COMMIT") or "unknown"
     return sha + ("+dirty" if dirty else "")
 
 

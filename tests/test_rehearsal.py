@@ -14,7 +14,7 @@ import pytest
 
 from gpt1lib import bundle
 from gpt1lib.paper import ablation_table, final_metrics
-from gpt1lib.records import read_records
+from gpt1lib.records import git_commit, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "rehearse_gpu.sh"
@@ -57,6 +57,7 @@ def test_the_rehearsal_runs_the_whole_plan_from_a_bundle(tmp_path):
     assert ablation_table(records).shape[0] == 8  # the paper's four rows and this run's four
     assert {"layer_transfer", "zero_shot", "bench", "pretrain:gpt"} <= set(records.experiment)
     assert all(c.get("plan_part") for c in records.config)
+    assert set(records.commit) == {git_commit()}  # the checkout's, though the copy has no .git
     manifest = json.loads((kept / "manifest.json").read_text())
     assert set(manifest) == CHAPTERS and manifest["05_classification"]["records"] > 0
 

@@ -34,10 +34,15 @@
 #     README says how to `pip download` one for python 3.12 / manylinux x86_64).
 #   * Carry: the bundle (at most 48 MiB) and .whl/ if any: run(command=..., carry=["bundle"]).
 #     The checkout itself is about 2 MiB.
-#   * Time: `start` in the first command (FRESH=0 BUDGET=22 tools/rehearse_gpu.sh start), then
-#     `wait` in back-to-back commands until it prints "plan done". Every command leaves the
-#     records so far in $OUT. A machine given back between commands (more than 30 s idle)
-#     takes the run and its checkpoints with it: the records already copied out stay usable.
+#   * Commit: the machine's copy has no .git, so the records' commit comes from GPT1_COMMIT
+#     (the commit the copy was made from; FRESH=1 sets it from the checkout here).
+#   * Time: `start` in the first command, run from a copy outside the synced tree (so that a
+#     later command's tree never meets the run's files):
+#       cp -r . /tmp/g && cd /tmp/g && GPT1_COMMIT=<sha> BUDGET=22 bash tools/rehearse_gpu.sh start
+#     then `cd /tmp/g && bash tools/rehearse_gpu.sh wait` in back-to-back commands until it
+#     prints "plan done". Every command leaves the records so far in $OUT. A machine given back
+#     between commands (more than 30 s idle) takes the run and its checkpoints with it: the
+#     records already copied out stay usable.
 #   * Afterwards, on any CPU: unpack records.tar.gz into results/, then `make book`.
 set -euo pipefail
 
@@ -55,6 +60,9 @@ if [ "${FRESH:-0}" = 1 ]; then
   WORK="${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/rehearse.XXXXXX")}"
   step "a fresh directory: $WORK"
   mkdir -p "$WORK/checkout"
+  GPT1_COMMIT="$(cd "$HERE" && git rev-parse --short=12 HEAD)$(cd "$HERE" &&
+    [ -z "$(git status --porcelain --untracked-files=no)" ] || echo +dirty)"
+  export GPT1_COMMIT
   (cd "$HERE" && git ls-files -z --cached --others --exclude-standard |
     xargs -0 -I{} sh -c '[ -f "{}" ] && cp --parents "{}" "$0"' "$WORK/checkout")
   cp -r "$BUNDLE" "$WORK/checkout/bundle"
