@@ -326,7 +326,7 @@ def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> 
                 scores, l1 = net(batch, lm=cfg.lm_coef > 0)
             yield task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)[0]
 
-        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip, scaler)
+        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip, scaler, check=step == 0)
         bar.update(1)
     return loss_sum.item() / len(order)
 

@@ -79,6 +79,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return grad_h.mul_(grad_loss.to(grad_h.dtype)), grad_W, None, None, None, None, None
 
 
+@torch.compiler.disable
 def fused_lm_loss(
     hidden: torch.Tensor,
     W: torch.Tensor,
@@ -97,6 +98,11 @@ def fused_lm_loss(
     "mean_of_sequences", each sequence's mean averaged over the sequences (the fine-tuning L1 of
     §3.2, ``lm_loss(..., reduction="per_sequence").mean()``). Under autocast the matmuls run in
     the autocast dtype and the log-softmax in float32.
+
+    It always runs eagerly, also inside a ``torch.compile``d model (the graph breaks around it):
+    compiled on CUDA (torch 2.11, an H100, 2026-11-22), the gradients it computes in its forward
+    pass came out as zeros, and a 10-minute pre-training run learned nothing; kept out of the
+    graph they equal eager's (``tests/test_speed_paths.py`` checks both ways on any device).
     """
     B, Tt = targets.shape
     if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
@@ -117,7 +123,7 @@ def fused_lm_loss(
     else:
         w = m / m.sum(1, keepdim=True).clamp_min(1) / B
     w = w.reshape(-1)
-    if mask is not None and not torch.compiler.is_compiling():
+    if mask is not None:
         keep = mask.reshape(-1).nonzero().squeeze(1)  # logits only where a loss is needed
         h, t, w = h[keep], t[keep], w[keep]
     device_type = hidden.device.type

@@ -72,12 +72,15 @@ def train_step(
     losses: Iterable[torch.Tensor],
     grad_clip: float = 1.0,
     scaler: torch.amp.GradScaler | None = None,
+    check: bool = False,
 ) -> torch.Tensor:
     """One update at rate ``lr``: back-propagate each loss ``losses`` yields (micro-batches whose
     gradients add up; a generator computes each one only when asked), clip the global gradient
     norm, step, and clear the gradients. Returns the summed loss, detached. With a ``scaler``
     (float16), the losses are scaled before backward and the gradients unscaled before the
-    clip; a step whose gradients overflowed is skipped and the scale lowered."""
+    clip; a step whose gradients overflowed is skipped and the scale lowered. ``check`` (a
+    loop's first update; it waits for the GPU once): every gradient being zero is an error, a
+    model that would not learn (as a compiled loss once made it, ``loss.fused_lm_loss``)."""
     for g in opt.param_groups:
         g["lr"] = lr
     total = None
@@ -86,7 +89,13 @@ def train_step(
         total = loss.detach() if total is None else total + loss.detach()
     if scaler is not None:
         scaler.unscale_(opt)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if check and norm.item() == 0:
+        raise RuntimeError(
+            "every gradient of the first update is zero, so the model would not learn: a loss "
+            "that does not depend on the parameters, or a compiled graph that lost its gradients "
+            "(run once without compile=True to tell which)"
+        )
     if scaler is None:
         opt.step()
     else:

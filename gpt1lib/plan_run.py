@@ -1,6 +1,6 @@
 """Running a plan (``gpt1lib.plan``) in one process, every record written as it is made.
 
-    python -m gpt1lib.reproduce --scale small --source bundle --corpus bundle --budget 22
+    python -m gpt1lib.reproduce --scale small --source bundle --corpus bundle --budget 17
 
 loads the data once, times a few steps of each kind of work, prints the plan and runs its units
 in order with the library's own functions (``pretrain``, ``runs.pretrained_model``,

@@ -298,6 +298,7 @@ def pretrain(
     model.to(device).train()
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
     step, epoch, batch_index = _start(out_dir, run_cfg, resume, model, opt, device)
+    first = step
     net = model
     if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
@@ -316,7 +317,7 @@ def pretrain(
         lr = learning_rate(step, cfg, total_steps)
         rows = x[proc.rank * share : (proc.rank + 1) * share]
         losses = _micro_losses(net, rows, micro, device, precision, proc.world > 1)
-        loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler)
+        loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=step == first)
         step += 1
         log.after_step(step, end, loss, lr, validate)
         if proc.main and step in log_steps:

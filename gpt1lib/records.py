@@ -67,13 +67,16 @@ def _git(*args: str) -> str:
 def git_commit() -> str:
     """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes).
 
-    A copy without ``.git`` (a GPU machine's, a fresh directory) says ``$GPT1_COMMIT``, set by
-    whoever copied it (``tools/rehearse_gpu.sh``), else "unknown"."""
+    ``$GPT1_COMMIT``, where set, comes first: a copy of the checkout (a GPU machine's) says the
+    commit it was made from that way, and its own ``.git``, if any, may be an older one (the
+    GPU machine's was the session's first commit). Without either: "unknown"."""
+    if os.environ.get("GPT1_COMMIT"):
+        return os.environ["GPT1_COMMIT"]
     try:
         sha = _git("rev-parse", "--short=12", "HEAD")
         dirty = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("GPT1_COMMIT") or "unknown"
+        return "unknown"
     return sha + ("+dirty" if dirty else "")
 
 

@@ -176,7 +176,7 @@ def test_schedule_starts_at_update_0_and_drops_the_last_partial_batch(monkeypatc
 
     rates = []
 
-    def spy(model, opt, lr, losses, grad_clip=1.0, scaler=None):
+    def spy(model, opt, lr, losses, grad_clip=1.0, scaler=None, check=False):
         rates.append(lr)
         return sum(loss.detach() for loss in losses)
 

@@ -104,6 +104,21 @@ def test_a_short_run_lowers_the_loss_and_writes_records(tok, corpus, tmp_path):
     assert latest_checkpoint(tmp_path).name == "step_00000040"
 
 
+def test_a_run_whose_gradients_are_all_zero_stops_at_its_first_update(
+    tok, corpus, tmp_path, monkeypatch
+):
+    """What a compiled loss did on an H100 (10 minutes of pre-training that learned nothing):
+    now the first update says so, before any checkpoint is written."""
+    import gpt1lib.fast
+
+    real = gpt1lib.fast.fused_lm_loss
+    monkeypatch.setattr(gpt1lib.fast, "fused_lm_loss", lambda *a, **k: real(*a, **k) * 0)
+    cfg = replace(SMOKE, total_steps=40, eval_interval=20, ckpt_interval=20)
+    with pytest.raises(RuntimeError, match="every gradient of the first update is zero"):
+        pretrain(_model(tok), tok, corpus, cfg, tmp_path, progress=False)
+    assert latest_checkpoint(tmp_path) is None
+
+
 def test_resume_in_parts_equals_one_run(tok, corpus, tmp_path):
     cfg = replace(SMOKE, total_steps=30, ckpt_interval=10, eval_interval=10)
     a = _model(tok)

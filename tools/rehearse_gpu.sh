@@ -19,7 +19,8 @@
 #              the plan and the log's tail ($OUT/plan.txt, $OUT/run.log); ./rehearsal_out
 #              where OUT is unset
 #
-# Environment: BUNDLE (bundle), SCALE (small), BUDGET (22, minutes of accelerator time),
+# Environment: BUNDLE (bundle), SCALE (small), BUDGET (17, minutes of accelerator time: a plan
+# of 20 ran 22.8 on an H100, 2026-11-22, pre-training 44% over its prediction),
 # WAIT_MIN (9), OUT, PYTHON (python3), FRESH (1 on a workstation: copy the checkout's files
 # and the bundle into a new directory WORK, default a mktemp, and run there, so that nothing
 # of this checkout, its runs/, results/ or an installed gpt1lib, leaks in).
@@ -34,11 +35,13 @@
 #     README says how to `pip download` one for python 3.12 / manylinux x86_64).
 #   * Carry: the bundle (at most 48 MiB) and .whl/ if any: run(command=..., carry=["bundle"]).
 #     The checkout itself is about 2 MiB.
-#   * Commit: the machine's copy has no .git, so the records' commit comes from GPT1_COMMIT
-#     (the commit the copy was made from; FRESH=1 sets it from the checkout here).
+#   * Commit: the records' commit comes from GPT1_COMMIT, the commit the copy was made from
+#     (FRESH=1 sets it from the checkout here). The machine's copy carried a .git of the
+#     session's first commit (2026-11-22), which would name the wrong one: always set it there.
+#     Step 2 prints the commit the records will say.
 #   * Time: `start` in the first command, run from a copy outside the synced tree (so that a
 #     later command's tree never meets the run's files):
-#       cp -r . /tmp/g && cd /tmp/g && GPT1_COMMIT=<sha> BUDGET=22 bash tools/rehearse_gpu.sh start
+#       cp -r . /tmp/g && cd /tmp/g && GPT1_COMMIT=<sha> BUDGET=17 bash tools/rehearse_gpu.sh start
 #     then `cd /tmp/g && bash tools/rehearse_gpu.sh wait` in back-to-back commands until it
 #     prints "plan done". Every command leaves the records so far in $OUT. A machine given back
 #     between commands (more than 30 s idle) takes the run and its checkpoints with it: the
@@ -51,7 +54,7 @@ case "$MODE" in all | start | wait) ;; *) echo "usage: $0 [all|start|wait]" >&2 
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 BUNDLE="${BUNDLE:-bundle}"
 SCALE="${SCALE:-small}"
-BUDGET="${BUDGET:-22}"
+BUDGET="${BUDGET:-17}"
 WAIT_MIN="${WAIT_MIN:-9}"
 PY="${PYTHON:-python3}"
 step() { echo "== $* ($(date -u +%H:%M:%S))"; }
@@ -111,7 +114,7 @@ if [ "$MODE" != wait ]; then
   fi
   "$PY" -c "import gpt1lib.plan_run" ||
     { echo "a module the run needs is missing: put its wheel in .whl/" && exit 1; }
-  step "2/4 plan"
+  step "2/4 plan (records say commit $("$PY" -c 'from gpt1lib.records import git_commit as c; print(c())'))"
   "$PY" -m gpt1lib.reproduce "${ARGS[@]}" --plan-only | tee plan.txt
 fi
 
