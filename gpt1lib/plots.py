@@ -348,9 +348,10 @@ def zero_shot_figures(records) -> list:
 
 
 def bench_figure(kept: pd.DataFrame):
-    """A.4: recorded benchmarks, tokens per second and MFU of gpt1lib and transformers, one
-    pair of bars per recorded run (``kept``: bench records with ``run`` and ``variant``
-    columns), at a height that grows with the runs and the legend beside the bars."""
+    """A.4: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
+    per recorded run (``kept``: bench records with ``run`` and ``variant`` columns; a repeated
+    run's median; a variant a run lacks has no bar), at a height that grows with the runs and
+    the legend beside the bars."""
     runs = list(dict.fromkeys(kept.run))
     variants = list(dict.fromkeys(kept.variant))
     height = 2.2 + 0.9 * len(runs) * max(len(variants), 1) / 2
@@ -360,17 +361,23 @@ def bench_figure(kept: pd.DataFrame):
     for ax, metric, label in zip(axes, ["tokens_per_s", "mfu"], ["tokens / s", "MFU"], strict=True):
         for i, variant in enumerate(variants):
             d = kept[(kept.metric == metric) & (kept.variant == variant)]
-            values = d.groupby("run").value.mean().reindex(runs)
-            bars = ax.barh(y - 0.4 + bar * (i + 0.5), values, bar, label=variant)
+            values = d.groupby("run").value.median().reindex(runs)  # a repeated run's median
+            has = values.notna().to_numpy()
+            pos = y - 0.4 + bar * (i + 0.5)
+            bars = ax.barh(pos[has], values[has], bar, label=variant, color=f"C{i}")
             fmt = "{:.0%}" if metric == "mfu" else "{:,.0f}"
-            ax.bar_label(bars, [fmt.format(v) for v in values], padding=3, fontsize=8)
+            ax.bar_label(bars, [fmt.format(v) for v in values[has]], padding=3, fontsize=8)
         ax.set(xlabel=label)
-        ax.margins(x=0.15)  # room for the labels
         if metric == "mfu":
+            ax.margins(x=0.15)  # room for the labels
             ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
+        else:  # a CPU's hundreds and a GPU's hundreds of thousands on one axis
+            ax.set_xscale("log")
+            ax.set_xlim(right=ax.get_xlim()[1] * 8)  # room for the labels
+            ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0].set_yticks(y, ["\n".join(textwrap.wrap(r, 34)) for r in runs], fontsize=8)
     axes[0].invert_yaxis()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    _title(fig, "A.4: recorded benchmarks, " + "; ".join(runs), 120)
+    _title(fig, "A.4: recorded benchmarks (each row: preset · batch × sequence · device · commit)")
     fig.tight_layout()
     return fig
