@@ -114,7 +114,8 @@ def main() -> None:
 
     def score(arm, lr, epochs, batch):
         for r in rows:
-            if (r["arm"], r["lr"], r["epochs"], r["batch"]) == (arm, lr, epochs, batch):
+            key = (r.get("config", "A"), r["arm"], r["lr"], r["epochs"], r["batch"])
+            if key == (args.config, arm, lr, epochs, batch):  # the first rows were all A's
                 return r["score"]
         model, lm_coef = arms[arm]
         if model is None:
@@ -126,6 +127,7 @@ def main() -> None:
             res = finetune(model, tok, task, fit, {"select": held}, cfg, progress=False)
             metrics[task] = res.final[get_task(task).metrics[0]]
         row = {
+            "config": args.config,
             "arm": arm,
             "lr": lr,
             "epochs": epochs,
