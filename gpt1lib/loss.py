@@ -102,7 +102,8 @@ def fused_lm_loss(
     It always runs eagerly, also inside a ``torch.compile``d model (the graph breaks around it):
     compiled on CUDA (torch 2.11, an H100, 2026-11-22), the gradients it computes in its forward
     pass came out as zeros, and a 10-minute pre-training run learned nothing; kept out of the
-    graph they equal eager's (``tests/test_speed_paths.py`` checks both ways on any device).
+    graph they equal eager's (``tests/test_speed_paths.py`` compares compiled with eager on
+    CUDA, and on the CPU with ``GPT1_TEST_COMPILE=1``).
     """
     B, Tt = targets.shape
     if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
