@@ -139,11 +139,10 @@ def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> _Cont
             loss = loss_fn(net)
         yield loss
 
-    checked = []
+    first = iter([True])  # the first step checks that the gradients are not all zero
 
-    def step() -> None:  # the first step checks that the gradients are not all zero
-        train_step(model, opt, LR, losses(), grad_clip=1.0, check=not checked)
-        checked.append(True)
+    def step() -> None:
+        train_step(model, opt, LR, losses(), grad_clip=1.0, check=next(first, False))
 
     impl = "transformers" if name == "transformers" else "gpt1lib"
     info = {"implementation": impl, "variant": name, **info}

@@ -123,13 +123,10 @@ def _lm_step(model, S, device, compile_: bool):
         with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
             yield net(x[:, :-1], targets=x[:, 1:]).loss
 
-    checked = []
-
-    def step():  # the first step checks that the gradients are not all zero
-        train_step(model, opt, cfg.max_lr, losses(), cfg.grad_clip, check=not checked)
-        checked.append(True)
-
-    return step
+    first = iter([True])  # the first step checks that the gradients are not all zero
+    return lambda: train_step(
+        model, opt, cfg.max_lr, losses(), cfg.grad_clip, check=next(first, False)
+    )
 
 
 def _ft_step(S, vocab_size: int, device, seq: int):

@@ -58,13 +58,15 @@ BUDGET="${BUDGET:-17}"
 WAIT_MIN="${WAIT_MIN:-9}"
 PY="${PYTHON:-python3}"
 step() { echo "== $* ($(date -u +%H:%M:%S))"; }
+commit() {  # the commit records made here say (gpt1lib.records.git_commit)
+  (cd "$HERE" && PYTHONPATH="$HERE" "$PY" -c 'from gpt1lib.records import git_commit; print(git_commit())')
+}
 
 if [ "${FRESH:-0}" = 1 ]; then
   WORK="${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/rehearse.XXXXXX")}"
   step "a fresh directory: $WORK"
   mkdir -p "$WORK/checkout"
-  GPT1_COMMIT="$(cd "$HERE" && git rev-parse --short=12 HEAD)$(cd "$HERE" &&
-    [ -z "$(git status --porcelain --untracked-files=no)" ] || echo +dirty)"
+  GPT1_COMMIT="$(commit)"  # the checkout's, said by the copy's records
   export GPT1_COMMIT
   (cd "$HERE" && git ls-files -z --cached --others --exclude-standard |
     xargs -0 -I{} sh -c '[ -f "{}" ] && cp --parents "{}" "$0"' "$WORK/checkout")
@@ -114,7 +116,7 @@ if [ "$MODE" != wait ]; then
   fi
   "$PY" -c "import gpt1lib.plan_run" ||
     { echo "a module the run needs is missing: put its wheel in .whl/" && exit 1; }
-  step "2/4 plan (records say commit $("$PY" -c 'from gpt1lib.records import git_commit as c; print(c())'))"
+  step "2/4 plan (records say commit $(commit))"
   "$PY" -m gpt1lib.reproduce "${ARGS[@]}" --plan-only | tee plan.txt
 fi
 
