@@ -306,7 +306,7 @@ PARAMETERS: dict[str, Callable] = {
     "batch": _rule("count", 1, True, "None: the scale's"),
     "seq": _rule("count", 2, True, "None: the scale's"),
     "task": lambda name, value: get_task(value),
-    "tasks": lambda name, value: task_names(value),
+    "tasks": lambda name, value: value is None or task_names(value),
     "source": lambda name, value: value is None or check_source(local_path(value), name),
     "corpus": lambda name, value: _corpus(name, local_path(value)),
     "tokenizer": lambda name, value: _tokenizer(name, local_path(value)),

@@ -95,7 +95,7 @@ def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, a
 #: at 25-35% of a GPU's peak, gpt1lib.flops; cpu: measured on two cores).
 PRETRAIN_TIME = {
     "smoke": "seconds on a CPU",
-    "cpu": "about 15 minutes on two CPU cores, the LSTM about 10 more",
+    "cpu": "about 17 minutes on two CPU cores, the LSTM about 14 more",
     "small": "about 15 minutes on an A100 or H100, 2 hours or more on a T4",
     "paper": "about 30 days on 8 GPUs (the paper's); run it apart, with torchrun",
 }
