@@ -63,9 +63,14 @@ def _git(*args: str) -> str:
     ).stdout.strip()
 
 
+#: What ``git_commit`` calls the checkout's code: everything but ``results/``.
+_CODE = ("--", ":(top)", ":(top,exclude)results")
+
+
 @cache
 def git_commit() -> str:
-    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes).
+    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes outside
+    ``results/``, which a recorded run writes to as it goes).
 
     ``$GPT1_COMMIT``, where set, comes first: a copy of the checkout (a GPU machine's) says the
     commit it was made from that way, and its own ``.git``, if any, may be an older one (the
@@ -74,7 +79,7 @@ def git_commit() -> str:
         return os.environ["GPT1_COMMIT"]
     try:
         sha = _git("rev-parse", "--short=12", "HEAD")
-        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        dirty = _git("status", "--porcelain", "--untracked-files=no", *_CODE)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return sha + ("+dirty" if dirty else "")

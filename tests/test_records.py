@@ -67,6 +67,33 @@ def test_provenance_names_commit_device_and_date():
     assert p["device"].startswith("cpu") and p["commit"] and "T" in p["date"]
 
 
+def test_a_recorded_runs_own_results_do_not_make_the_checkout_dirty(tmp_path, monkeypatch):
+    import subprocess
+
+    from gpt1lib import records
+
+    def git(*args):
+        run = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True)
+        return run.stdout.strip()
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "results" / "run.jsonl").write_text("{}\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    monkeypatch.delenv("GPT1_COMMIT", raising=False)
+    monkeypatch.setattr(records, "_git", git)
+    sha = git("rev-parse", "--short=12", "HEAD")
+    (tmp_path / "results" / "run.jsonl").write_text('{"a": 1}\n')  # what a run writes
+    records.git_commit.cache_clear()
+    assert records.git_commit() == sha
+    (tmp_path / "code.py").write_text("x = 2\n")  # a change to the code is still one
+    records.git_commit.cache_clear()
+    assert records.git_commit() == sha + "+dirty"
+    records.git_commit.cache_clear()
+
+
 def test_tables_hold_exactly_the_papers_tasks():
     assert list(paper_table("2", []).index) == [
         "MNLI-m", "MNLI-mm", "SNLI", "SciTail", "QNLI", "RTE",
