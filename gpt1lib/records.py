@@ -233,14 +233,16 @@ def _device_label(device: str) -> str:
 
 
 def _differences(rec: dict, config: dict) -> list[str]:
-    """The fine-tuning settings of ``rec`` that differ from its scale's recipe (``SCALES``)."""
-    from .scales import SCALES  # scales imports finetune, which imports this module
+    """The fine-tuning settings of ``rec`` that differ from its scale's recipe (``SCALES``; for
+    a Table 5 row, the protocol the scale chose for that row, ``Scale.finetune_for``)."""
+    from .scales import ARMS, SCALES  # scales imports finetune, which imports this module
 
     scale = SCALES.get(str(rec.get("scale")))
     if scale is None:
         return []
-    default = scale.finetune
-    varied = _VARIED.get(str(rec.get("experiment")).split(":")[0], ())
+    kind, _, arm = str(rec.get("experiment")).partition(":")
+    default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
+    varied = _VARIED.get(kind, ())
     out = []
     for name, fmt in _SETTINGS.items():
         if name in config and name not in varied and config[name] != getattr(default, name):

@@ -34,6 +34,10 @@ from .tasks import get_task
 HUB_CORPUS = "emozilla/pg19"
 
 
+#: Table 5's rows, as ``Scale.arms`` and the ablation records (``ablation:<arm>``) name them.
+ARMS = ("full", "no_pretraining", "no_aux_lm", "lstm")
+
+
 @dataclass(frozen=True)
 class Scale:
     """The settings of every chapter and command at one scale."""
@@ -74,7 +78,7 @@ class Scale:
 
     def finetune_for(self, arm: str, **overrides) -> FinetuneConfig:
         """The fine-tuning settings of one of Table 5's arms, ``overrides`` replacing fields."""
-        if arm not in ("full", "no_pretraining", "no_aux_lm", "lstm"):
+        if arm not in ARMS:
             raise ValueError(f"arm={arm!r}: use 'full', 'no_pretraining', 'no_aux_lm' or 'lstm'")
         return replace(self.finetune, **(self.arms.get(arm, {}) | overrides))
 

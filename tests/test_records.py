@@ -197,11 +197,18 @@ def test_run_labels_tell_reruns_apart():
     assert run_label(sweep) == "cpu run, 2 CPU cores, commit 659788c, seed 1"
     ablation = {**rerun, "experiment": "ablation:no_aux_lm"}
     assert run_label(ablation) == "cpu run, 2 CPU cores, commit 659788c, seed 1"
+    # a Table 5 row fine-tuned with the protocol its scale chose for it (Scale.arms) is the
+    # same run as the other rows; another rate in that row is a rerun
+    row = {"lm_coef": 0.0, "n_transfer": None, "lr": 2.5e-4, "epochs": 3, "batch_size": 16}
+    arm = {**base, "experiment": "ablation:no_aux_lm", "config": row}
+    assert run_label(arm) == "cpu run, 2 CPU cores, commit 659788c, seed 0"
+    arm["config"] = {**row, "lr": 1e-3}
+    assert run_label(arm) == "cpu run, 2 CPU cores, commit 659788c, seed 0, lr 0.001"
 
 
 def test_run_labels_name_every_setting_a_rerun_changed():
-    cfg = {"lm_coef": 0.5, "n_transfer": None, "lr": 1e-3, "batch_size": 16, "epochs": 3}
-    cfg["limits"] = {"limit": 50, "eval_limit": 400}  # the cpu scale's: 800 and 400
+    cfg = {"lm_coef": 0.5, "n_transfer": None, "lr": 2.5e-4, "batch_size": 16, "epochs": 6}
+    cfg["limits"] = {"limit": 50, "eval_limit": None}  # the cpu scale's: 2,000 and all
     rec = {"scale": "cpu", "device": "cpu (x86_64, 4 threads, 8 cores)", "commit": "abc+dirty"}
     rec |= {
         "seed": 0.0,
@@ -210,7 +217,7 @@ def test_run_labels_name_every_setting_a_rerun_changed():
         "config": cfg,
     }  # seed read as float
     assert run_label(rec) == (
-        "cpu run, 4 threads of 8 CPU cores, commit abc+dirty, seed 0, lr 0.001, train limit 50"
+        "cpu run, 4 threads of 8 CPU cores, commit abc+dirty, seed 0, lr 0.00025, train limit 50"
     )
     gpu = {"scale": "small", "device": "NVIDIA H100 80GB HBM3", "commit": "1234567890ab"}
     assert run_label({**gpu, "seed": None}) == "small run, NVIDIA H100 80GB HBM3, commit 1234567"
