@@ -153,9 +153,14 @@ def show_table(table: pd.DataFrame, caption: str = ""):
     has_dagger = table.astype(str).apply(lambda c: c.str.contains("†")).any().any()
     if has_dagger:
         caption = f"{caption}. {NO_INTERVAL}" if caption else NO_INTERVAL
-    num = table.select_dtypes("number").columns
-    styled = table.style.format("{:.1f}", subset=num, na_rep="missing")
+    styled = table.style.format(_cell, na_rep="missing")
     return styled.set_caption(caption) if caption else styled
+
+
+def _cell(value):
+    """A table cell as a page shows it: a float to one decimal (also in a column that mixes
+    the paper's numbers with a run's "value [interval]" strings), anything else as it is."""
+    return f"{value:.1f}" if isinstance(value, float | np.floating) else value
 
 
 def _grouped_bars(ax, categories: list[str], series: dict[str, tuple]) -> bool:

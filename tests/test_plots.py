@@ -23,3 +23,10 @@ def test_bench_figure_draws_no_bar_for_a_variant_a_run_lacks():
     assert sum(len(c.patches) for c in speed.containers) == 3  # none for gpt1lib:matrix on the GPU
     texts = [t.get_text() for t in speed.texts]
     assert "333,727" in texts and not any("nan" in t for t in texts)
+
+
+def test_tables_show_floats_to_one_decimal_even_beside_interval_strings():
+    table = pd.DataFrame({"CoLA": [45.4, "8.3 [1.9, 15.0]", float("nan")], "n": [486, 550, 1]})
+    html = plots.show_table(table).to_html()
+    assert "45.4<" in html and "45.400000" not in html and "8.3 [1.9, 15.0]" in html
+    assert "missing" in html and ">486<" in html
