@@ -66,8 +66,14 @@ class Scale:
     # the tasks of the layer-transfer and the ablations chapters (their ``tasks=None``)
     transfer_tasks: tuple[str, ...] = ("mnli_m", "race")
     ablation_tasks: tuple[str, ...] = (
-        *("cola", "sst2", "mrpc", "stsb"),
-        *("qqp", "mnli_m", "qnli", "rte"),
+        "cola",
+        "sst2",
+        "mrpc",
+        "stsb",
+        "qqp",
+        "mnli_m",
+        "qnli",
+        "rte",
     )
 
     def model_config(self, **overrides) -> GPTConfig:
