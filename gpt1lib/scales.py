@@ -60,8 +60,8 @@ class Scale:
     bench: dict[str, tuple[int, int, int]] = field(
         default_factory=dict
     )  # device: batch, seq, steps
-    # Table 5's arms ("full", "no_pretraining", "no_aux_lm", "lstm"): fine-tuning settings that
-    # differ from ``finetune`` (the "full" arm's, which every other chapter uses)
+    # Table 5's arms (``ARMS``): fine-tuning settings that differ from ``finetune`` (the "full"
+    # arm's, which every other chapter uses)
     arms: dict[str, dict] = field(default_factory=dict)
     # the tasks of the layer-transfer and the ablations chapters (their ``tasks=None``)
     transfer_tasks: tuple[str, ...] = ("mnli_m", "race")
@@ -85,7 +85,8 @@ class Scale:
     def finetune_for(self, arm: str, **overrides) -> FinetuneConfig:
         """The fine-tuning settings of one of Table 5's arms, ``overrides`` replacing fields."""
         if arm not in ARMS:
-            raise ValueError(f"arm={arm!r}: use 'full', 'no_pretraining', 'no_aux_lm' or 'lstm'")
+            choices = ", ".join(map(repr, ARMS[:-1])) + f" or {ARMS[-1]!r}"
+            raise ValueError(f"arm={arm!r}: use {choices}")
         return replace(self.finetune, **(self.arms.get(arm, {}) | overrides))
 
     @property
