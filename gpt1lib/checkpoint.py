@@ -4,10 +4,11 @@ Every file is written beside its place and renamed onto it (``atomic_path``), so
 leaves the old file or the new one, never half of one. A model is ``model.safetensors`` plus
 ``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
 temporary name and renamed into place, with everything a pre-training run needs to go on exactly
-where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's config
-and the tokenizer. Every file's sha256 is kept beside it (``state.json``; a model folder's
-``model.json``) and checked when it is read back, so a damaged file is an error that names it,
-never weights that train on silently; ``clean_leftovers`` removes what a crash mid-write left."""
+where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's
+config, float16's loss scale and the tokenizer. Every file's sha256 is kept beside it
+(``state.json``; a model folder's ``model.json``) and checked when it is read back, so a damaged
+file is an error that names it, never weights that train on silently; ``clean_leftovers``
+removes what a crash mid-write left."""
 
 from __future__ import annotations
 

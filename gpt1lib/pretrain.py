@@ -216,9 +216,12 @@ def _check_inputs(model, tokenizer, corpus: Corpus, cfg, proc: Dist, out_dir, st
     return micro
 
 
-def _start(out_dir: Path, run_cfg: dict, resume: bool, model, opt, device) -> tuple[int, int, int]:
+def _start(
+    out_dir: Path, run_cfg: dict, resume: bool, model, opt, scaler, device
+) -> tuple[int, int, int]:
     """(step, epoch, next batch) to start from: 0 for a new run, else the newest checkpoint's,
-    after checking that it is this run's."""
+    after checking that it is this run's; its model, optimiser, RNG and (float16) loss-scale
+    states are restored."""
     ckpt = latest_checkpoint(out_dir)
     if ckpt is None:
         if resume:
@@ -245,6 +248,8 @@ def _start(out_dir: Path, run_cfg: dict, resume: bool, model, opt, device) -> tu
             + "\nresume with the same config, or start a new run in another out_dir"
         )
     state = load_checkpoint(ckpt, model, opt, device)
+    if scaler is not None and "grad_scaler" in state:  # else a run begun in bf16 or float32
+        scaler.load_state_dict(state["grad_scaler"])
     return state["step"], state["epoch"], state["next_batch"]
 
 
@@ -297,15 +302,15 @@ def pretrain(
     seed_everything(cfg.seed)
     model.to(device).train()
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
-    step, epoch, batch_index = _start(out_dir, run_cfg, resume, model, opt, device)
+    precision = pick_precision(device, cfg.bf16)
+    scaler = precision.scaler(device)
+    step, epoch, batch_index = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
     first = step
     net = model
     if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     net = torch.compile(net) if cfg.compile else net
-    precision = pick_precision(device, cfg.bf16)
-    scaler = precision.scaler(device)
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
     log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
@@ -324,6 +329,8 @@ def pretrain(
             tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
         if step % cfg.ckpt_interval == 0 or step == end:
             state = {"step": step, "epoch": epoch, "next_batch": batch_index + 1}
+            if scaler is not None:  # float16's loss scale, which a resumed run goes on from
+                state["grad_scaler"] = scaler.state_dict()
             if proc.main:
                 save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
             if proc.world > 1:

@@ -26,6 +26,7 @@ from gpt1lib.checkpoint import (
 from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.optim import make_optimizer
 from gpt1lib.pretrain import PretrainConfig, learning_rate, log_spaced_steps, pretrain
+from gpt1lib.runtime import Precision
 from gpt1lib.scales import SCALES
 from gpt1lib.tokenizer import GPT1Tokenizer
 
@@ -129,6 +130,18 @@ def test_resume_in_parts_equals_one_run(tok, corpus, tmp_path):
     pretrain(b, tok, corpus, cfg, tmp_path / "b", progress=False, resume=True)
     for k, v in a.state_dict().items():
         assert torch.equal(v, b.state_dict()[k]), k
+
+
+def test_float16_resume_goes_on_from_the_saved_loss_scale(tok, corpus, tmp_path, monkeypatch):
+    """float16 (a T4's precision) on the CPU: the first updates overflow and halve the loss
+    scale, so a resumed run that started again from 2**16 would skip other updates."""
+    import gpt1lib.pretrain
+
+    f16 = Precision(torch.float16, "float16 autocast with loss scaling")
+    monkeypatch.setattr(gpt1lib.pretrain, "pick_precision", lambda *a: f16)
+    test_resume_in_parts_equals_one_run(tok, corpus, tmp_path)
+    scale = read_state(latest_checkpoint(tmp_path / "b"))["grad_scaler"]["scale"]
+    assert scale < 2.0**16  # the test above saw the scale lowered
 
 
 @pytest.fixture(scope="module")
