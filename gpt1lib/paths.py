@@ -67,8 +67,8 @@ def local_path(value):
     if not isinstance(value, (str, os.PathLike)) or Path(value).expanduser().is_absolute():
         return value
     here, root = Path(value).expanduser(), repo_root()
-    if here.exists():
-        return str(here.resolve())
+    if here.exists():  # made absolute, its symbolic links kept: a page shows the path given
+        return os.path.abspath(here)
     if root is not None and (root / here).exists():
         return str(root / here)
     return value
@@ -77,14 +77,17 @@ def local_path(value):
 def shown(path: str | os.PathLike) -> str:
     """``path`` as a page shows it: from the repository's root (``runs/smoke/pretrain``), beside
     it (``../shared/data/gpt1_bpe``), or within the package (``gpt1lib/...``), so that no
-    machine's folders appear; elsewhere, or relative (a hub id, "fixture"), as it is."""
+    machine's folders appear; elsewhere, or relative (a hub id, "fixture"), as it is. A path
+    reached through a symbolic link (``../shared`` a link to another disk) is shown as given,
+    not as the link's target."""
     if not Path(path).is_absolute():
         return str(path)
-    p, root = Path(path).resolve(), repo_root()
+    root = repo_root()
     bases = ((root, ""), (root and root.parent, ".."), (PACKAGE, "gpt1lib"))
-    for base, name in bases:
-        if base is not None and p.is_relative_to(base):
-            return str(Path(name) / p.relative_to(base)) if name or p != base else "."
+    for p in (Path(os.path.normpath(path)), Path(path).resolve()):  # as given, then resolved
+        for base, name in bases:
+            if base is not None and p.is_relative_to(base):
+                return str(Path(name) / p.relative_to(base)) if name or p != base else "."
     return str(path)
 
 

@@ -136,3 +136,16 @@ def test_committed_records_hold_no_machine_path_in_their_data():
         for line in path.read_text().splitlines():
             data = json.loads(line).get("data") or ""
             assert not data.startswith("/"), f"{path.name}: data {data!r} is a machine's path"
+
+
+def test_a_data_folder_reached_through_a_symbolic_link_shows_as_given(tmp_path, monkeypatch):
+    """``../shared`` may be a link to another disk: a page shows ``../shared/data``, never the
+    link's target (a machine's path, which stops the page check)."""
+    checkout, target = tmp_path / "checkout", tmp_path / "disk" / "shared"
+    (checkout / "book").mkdir(parents=True)
+    (target / "data" / "gpt1_bpe").mkdir(parents=True)
+    (tmp_path / "shared").symlink_to(target)
+    monkeypatch.setattr(paths, "repo_root", lambda: checkout)
+    assert paths.shown(tmp_path / "shared" / "data" / "gpt1_bpe") == "../shared/data/gpt1_bpe"
+    monkeypatch.chdir(checkout / "book")  # a chapter's relative input path, as given
+    assert paths.shown(paths.local_path("../../shared/data")) == "../shared/data"
