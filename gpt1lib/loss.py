@@ -18,6 +18,7 @@ head: one output, trained on the squared error to the gold score.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -192,3 +193,23 @@ def task_loss(
     if lm_coef == 0 or l1 is None:
         return l2, l2, torch.zeros_like(l2)
     return l2 + lm_coef * l1, l2, l1
+
+
+def prior_loss(labels, regression: str | None, n_answers: int | None = None) -> float:
+    """The task loss L2 of the best CONSTANT prediction on ``labels``: what a head that has
+    learned only the label prior scores, the line below which fine-tuning has learned anything.
+    Classes: the entropy of their shares; multiple choice (one score per answer, so a constant
+    is the uniform softmax): log of the answers; STS-B's soft labels: the mean KL divergence to
+    their mean; MSE: the variance of the scores."""
+    y = torch.as_tensor(labels, dtype=torch.float32)
+    if n_answers:
+        return math.log(n_answers)
+    if regression == "mse":
+        return float(y.var(unbiased=False))
+    if regression == "soft_labels":
+        p = soft_labels(y)
+        q = p.mean(0)
+        return float((p * (p.clamp_min(1e-12).log() - q.clamp_min(1e-12).log())).sum(1).mean())
+    shares = torch.bincount(y.long()).float() / len(y)
+    shares = shares[shares > 0]
+    return float(-(shares * shares.log()).sum())

@@ -12,7 +12,7 @@ the paper's deltas over those same tasks.
 Every reproduced number comes with its 95% bootstrap interval over the evaluation examples
 (``stats``) where its run recorded per-example outcomes (``records.per_example_record``), and
 every difference between two arms (``ablation_deltas``, ``ablation_differences``,
-``plots.layer_transfer_gains``) with the interval of the paired difference. Records made before
+``findings.layer_transfer_gains``) with the interval of the paired difference. Records made before
 those outcomes were kept have none: their numbers stand without an interval (``NO_INTERVAL``).
 ``results_records`` splits the recorded runs from this build's (Figure 2's data and the figures
 are in ``plots``).
@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .records import PER_EXAMPLE, read_records, run_label
+from .labels import run_label
+from .records import PER_EXAMPLE, read_records
 from .tasks import TASKS
 
 #: Tables 2-4: task -> (metric, GPT-1's value, the best previous result), in percent.
@@ -219,16 +220,18 @@ def _with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
 def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     """One row per (experiment, run, task): the task's paper metric on its eval split, at the
     last epoch recorded, with its 95% bootstrap interval (``lo``, ``hi``; NaN where the run
-    kept no per-example outcomes) and those outcomes (``outcome``). ``records`` is a DataFrame
-    of records (``read_records``) or a list."""
+    kept no per-example outcomes), those outcomes (``outcome``) and the run's training
+    examples (``examples``). ``records`` is a DataFrame of records (``read_records``) or a
+    list."""
     df = _frame(records)
     cols = ["experiment", "run", "task", "metric", "split", "value", "lo", "hi", "data"]
-    cols += ["wall_time", "outcome"]
+    cols += ["wall_time", "outcome", "examples"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     experiments = (experiments,) if isinstance(experiments, str) else experiments
     df = df[df.experiment.isin(experiments) & df.task.isin(list(TASKS))].copy()
     df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["examples"] = [c.get("train_examples") if isinstance(c, dict) else None for c in df.config]
     rows = []
     for (_, _, task), g in df.groupby(["experiment", "run", "task"], sort=False):
         spec = TASKS[task]
@@ -262,7 +265,22 @@ def against_paper(records) -> pd.DataFrame:
     return table[["task", "metric", "split", "value", "95% interval", "paper", "run", "data"]]
 
 
-def paper_table(table: str, records, experiment: str = "finetune", intervals: bool = False):
+def examples_cell(row: dict) -> str:
+    """What a run trained and was scored on: "2,137 / 1,043" (training / evaluation examples;
+    "?" where its records do not say)."""
+    n, outcome = row.get("examples"), row.get("outcome")
+    train = f"{int(n):,}" if n == n and n is not None else "?"
+    scored = f"{len(outcome['labels']):,}" if isinstance(outcome, dict) else "?"
+    return f"{train} / {scored}"
+
+
+def paper_table(
+    table: str,
+    records,
+    experiment: str = "finetune",
+    intervals: bool = False,
+    examples: bool = False,
+):
     """Table 2, 3 or 4 of the paper beside the reproduced values, one column per run.
 
     Rows are the table's tasks, exactly the paper's (its columns, here rows); a task no run has
@@ -270,6 +288,8 @@ def paper_table(table: str, records, experiment: str = "finetune", intervals: bo
     score, the GLUE server's over nine test sets, which no run here reproduces (NaN). With
     ``intervals``, a run's cells are text: the value and its 95% bootstrap interval
     (``format_value``: "81.3 [79.1, 83.2]", "56.5 †" where the run kept no outcomes, "missing").
+    With ``examples``, each run's column is followed by its data, "<run> · train / eval
+    examples" (``examples_cell``): what a run trained on is its data, never its name.
     """
     if table not in PAPER_TABLES:
         raise ValueError(
@@ -291,6 +311,11 @@ def paper_table(table: str, records, experiment: str = "finetune", intervals: bo
         nan = (float("nan"),) * 3
         rows = [cells.get(t, nan) for t in tasks] + [nan] * (table == "4")
         out[run] = [format_value(*c) if intervals else c[0] for c in rows]
+        if examples:
+            data = {r["task"]: examples_cell(r) for r in g.to_dict("records")}
+            out[f"{run} · train / eval examples"] = [data.get(t, "") for t in tasks] + [""] * (
+                table == "4"
+            )
     return out
 
 
@@ -346,6 +371,17 @@ def ablation_table(records, intervals: bool = False):
             row += [format_value(c["value"], c["lo"], c["hi"]) if c else "missing" for c in cells]
             rows[f"{run}: {method}"] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+
+
+def ablation_examples(records) -> pd.DataFrame:
+    """What each run's Table 5 rows trained and were scored on, per task (its rows share
+    their data): "train / eval examples" (``examples_cell``), a row per run."""
+    got = final_metrics(records, tuple(ABLATIONS.values()))
+    rows = {}
+    for run, g in got.groupby("run", sort=False):
+        cells = {r["task"]: examples_cell(r) for r in g.to_dict("records")}
+        rows[run] = [cells.get(t, "") for t in TABLE5_TASKS]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(TABLE5_COLUMNS))
 
 
 #: The findings of §5 as differences of Table 5 rows over a set of its tasks: (row, minus row,

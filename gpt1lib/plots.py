@@ -3,7 +3,7 @@ and Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero
 
 Chapters 09-12, the results-at-a-glance page and the speed appendix call these functions, so
 that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
-list of them, one per run) with a title naming the run it shows (``records.run_label``), error
+list of them, one per run) with a title naming the run it shows (``labels.run_label``), error
 bars where the run kept per-example outcomes (95% bootstrap intervals, ``stats``), and the
 paper's reference only where the paper states one (``paper.PAPER_LAYER_TRANSFER``; Figure 2
 (right) has none), never an invented curve point.
@@ -11,6 +11,7 @@ paper's reference only where the paper states one (``paper.PAPER_LAYER_TRANSFER`
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -18,6 +19,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from .findings import layer_transfer_points, zero_shot_points
+from .labels import short_names
 from .paper import (
     ABLATIONS,
     NO_INTERVAL,
@@ -25,98 +28,13 @@ from .paper import (
     PAPER_RESULTS,
     PAPER_TABLE5,
     PAPER_ZERO_SHOT,
-    PER_EXAMPLE,
     TABLE5_COLUMNS,
     TABLE5_TASKS,
-    _excludes_zero,
-    _frame,
-    _with_outcomes,
     ablation_runs,
-    difference_interval,
     final_metrics,
 )
-from .records import run_label
 from .tasks import TASKS
-
-# ---------------------------------------------------------------- Figure 2's data
-
-
-def layer_transfer_points(records) -> pd.DataFrame:
-    """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
-    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
-    outcomes, ``data`` and the fine-tuning's wall time. Split "train" is the training examples
-    scored each epoch (dashed in the figure), "dev" the evaluation split."""
-    df = _frame(records)
-    cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
-    cols += ["wall_time"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = _with_outcomes(df)
-    df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
-    last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
-    df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
-    return df.sort_values(["run", "task", "split", "n_transfer"])[cols].reset_index(drop=True)
-
-
-def layer_transfer_gains(records) -> pd.DataFrame:
-    """Each run's and task's dev accuracy with every block transferred minus with the
-    embeddings only (``n_transfer`` = n_layer against 0), its paired 95% interval, and what
-    the paper states of it (MultiNLI: up to 9)."""
-    pts = layer_transfer_points(records)
-    pts = pts[pts.split == "dev"]
-    rows = []
-    for (run, task), g in pts.groupby(["run", "task"], sort=False):
-        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
-        top = max(by_k)
-        if 0 not in by_k or top <= 0:
-            continue
-        a, b = by_k[top], by_k[0]
-        iv = difference_interval("accuracy", a["outcome"], b["outcome"])
-        stated = PAPER_LAYER_TRANSFER.get(task)
-        rows.append(
-            (
-                run,
-                TASKS[task].title,
-                top,
-                a["value"] - b["value"],
-                "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
-                NO_INTERVAL if iv is None else _excludes_zero(*iv, stated[0] if stated else None),
-                f"up to +{stated[0]:g}" if stated else "not stated",
-            )
-        )
-    cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "note"]
-    return pd.DataFrame(rows, columns=[*cols, "paper"])
-
-
-def zero_shot_points(records) -> pd.DataFrame:
-    """Figure 2 (right): one row per (run, model, task, checkpoint): the metric, its 95%
-    interval, and both normalised between random guessing (0) and the state of the art (1),
-    ``zeroshot.normalise``'s scale."""
-    from .zeroshot import normalise
-
-    df = _frame(records)
-    cols = ["run", "model", "task", "step", "value", "lo", "hi", "normalised", "nlo", "nhi"]
-    cols += ["examples"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = df[df.experiment == "zero_shot"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = _with_outcomes(df)
-    df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    df["examples"] = [c.get("examples") for c in df.config]
-    df["normalised"] = [normalise(t, v) for t, v in zip(df.task, df.value, strict=True)]
-    df["nlo"] = [normalise(t, v) for t, v in zip(df.task, df.lo, strict=True)]
-    df["nhi"] = [normalise(t, v) for t, v in zip(df.task, df.hi, strict=True)]
-    df = df.drop_duplicates(["run", "model", "task", "step"], keep="last")
-    return df.sort_values(["run", "model", "task", "step"])[cols].reset_index(drop=True)
-
+from .zeroshot import ZERO_SHOT_TASKS
 
 #: The y axis of Figure 2 (right), said in full.
 RELATIVE = "relative performance\n(0 = random guess, 1 = state of the art)"
@@ -147,14 +65,44 @@ def _title(ax_or_fig, text: str, width: int = 90, **kw) -> None:
         ax_or_fig.set_title(wrapped, fontsize=10, **kw)
 
 
+#: A run label at the start of a table's column head, row name or ``run`` cell ("cpu run, 2 CPU
+#: cores, commit 9f484a9, seed 0", alone or before ": <row>" or " · <what>").
+_RUN = re.compile(r"^((?:smoke|cpu|small|paper) run, [^:·]*?)(?=$|: | · )")
+
+
+def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``table`` with each run label in its column heads, row names and ``run`` column cut to
+    its short name (``labels.short_names``: "cpu run", "small run"), and the line that says
+    which run each short name is."""
+    texts = [*map(str, table.columns), *map(str, table.index.to_flat_index())]
+    texts += list(table["run"].astype(str)) if "run" in table.columns else []
+    names = short_names([m.group(1) for t in texts if (m := _RUN.match(t))])
+    if not names:
+        return table, ""
+
+    def cut(text):
+        m = _RUN.match(str(text))
+        return names[m.group(1)] + str(text)[m.end(1) :] if m else text
+
+    table = table.rename(columns=cut, index=cut)
+    if "run" in table.columns:
+        table["run"] = table["run"].map(cut)
+    return table, "; ".join(f"{short}: {full}" for full, short in names.items())
+
+
 def show_table(table: pd.DataFrame, caption: str = ""):
-    """A table for a page: numbers to one decimal, gaps as "missing", the caption, and what a
-    "†" (a number without an interval) means where one appears."""
-    has_dagger = table.astype(str).apply(lambda c: c.str.contains("†")).any().any()
-    if has_dagger:
-        caption = f"{caption}. {NO_INTERVAL}" if caption else NO_INTERVAL
+    """A table for a page: each run under its short name (the caption says which run it is),
+    numbers to one decimal, gaps as "missing", no row numbers, the caption, and what a "†" (a
+    number without an interval) means where one appears."""
+    table, runs = short_runs(table)
+    notes = [caption] if caption else []
+    if table.astype(str).apply(lambda c: c.str.contains("†")).any().any():
+        notes.append(NO_INTERVAL)
+    notes += [f"Runs: {runs}"] if runs else []
     styled = table.style.format(_cell, na_rep="missing")
-    return styled.set_caption(caption) if caption else styled
+    if isinstance(table.index, pd.RangeIndex):
+        styled = styled.hide(axis="index")
+    return styled.set_caption(". ".join(notes)) if notes else styled
 
 
 def _cell(value):
@@ -321,33 +269,50 @@ def layer_transfer_figures(records) -> list:
 
 
 def zero_shot_figures(records) -> list:
-    """Figure 2 (right), one figure per run: each zero-shot heuristic's score, normalised
+    """Figure 2 (right), one figure per run and one panel per heuristic: its score, normalised
     between random guessing (0) and the state of the art (1), against pre-training updates
-    (log scale); the transformer solid, the LSTM dashed, 95% intervals as bands. The paper
-    states no value of it, so none is drawn: what it finds is in the caption."""
+    (log scale); the transformer solid, the LSTM dashed, 95% intervals as bands. A checkpoint
+    at which a model gave every example one answer is no point of the curve (its score is the
+    label balance): a cross on the 0 line marks it. The paper states no value of the figure,
+    so none is drawn: what it finds is in the caption."""
     pts = zero_shot_points(records)
     figs = []
+    styles = {"Transformer": ("-", "C0"), "LSTM": ("--", "C1")}
     for run, g in pts.groupby("run", sort=False):
-        fig, ax = plt.subplots(figsize=(8, 4.6))
-        colors = _colors(g.task.unique())
-        drew = False
-        for (task, model), d in g.groupby(["task", "model"], sort=False):
-            d = d.sort_values("step")
-            ls = "-" if model == "Transformer" else "--"
-            label = f"{TASKS[task].title}, {model}"
-            ax.plot(d.step, d.normalised, ls=ls, marker="o", ms=3, color=colors[task], label=label)
-            if d.nlo.notna().any():
-                ax.fill_between(d.step, d.nlo, d.nhi, color=colors[task], alpha=0.12, lw=0)
-                drew = True
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.axhline(1, color="grey", lw=0.8, ls=":")
-        ax.set(xscale="log", xlabel="pre-training updates (log scale)", ylabel=RELATIVE)
+        tasks = [t for t in ZERO_SHOT_TASKS if t in set(g.task)]
+        cols = min(2, len(tasks))
+        rows = -(-len(tasks) // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.2 * rows + 1), squeeze=False)
+        drew = constant = False
+        for ax, task in zip(axes.flat, tasks, strict=False):
+            for model, d in g[g.task == task].groupby("model", sort=False):
+                d = d.sort_values("step")
+                ls, color = styles[model]
+                ax.plot(d.step, d.normalised, ls=ls, marker="o", ms=3, color=color, label=model)
+                if d.nlo.notna().any():
+                    ax.fill_between(d.step, d.nlo, d.nhi, color=color, alpha=0.12, lw=0)
+                    drew = True
+                one = d[d.answer.map(lambda a: isinstance(a, str))]
+                ax.plot(one.step, [0] * len(one), "x", color=color, ms=7, mew=1.5)
+                constant |= not one.empty
+            ax.axhline(0, color="grey", lw=0.8)
+            ax.axhline(1, color="grey", lw=0.8, ls=":")
+            ax.set(xscale="log", title=TASKS[task].title, xlabel="pre-training updates")
+            ax.set_ylabel("relative performance" if ax in axes[:, 0] else "")
+        for ax in axes.flat[len(tasks) :]:
+            ax.remove()
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        if constant:
+            handles.append(plt.Line2D([], [], ls="none", marker="x", color="grey", mew=1.5))
+            labels.append("one answer for every example: no point of the curve")
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=3,
+                   fontsize=8, frameon=False)  # fmt: skip
         examples = int(g.examples.max()) if g.examples.notna().any() else "?"
         note = "" if drew else f"; {NO_BARS}"
-        _title(ax, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 80)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-        fig.text(0.01, 0.01, "\n".join(textwrap.wrap(f"paper: {PAPER_ZERO_SHOT}", 120)), fontsize=8)
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        _title(fig, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 100)
+        caption = f"y: {RELATIVE.replace(chr(10), ' ')}. paper: {PAPER_ZERO_SHOT}"
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 140)), fontsize=7.5)
+        fig.tight_layout(rect=(0, 0.05, 1, 0.88))
         figs.append(fig)
     return figs
 

@@ -104,13 +104,11 @@ RELEASED_TIME = "a 480 MB download, a minute or so"
 
 
 def resolve_init(init: str | None, scale: str) -> str:
-    """``init`` as given, or where None the scale's default: GPT-1's released weights
-    ("released") at ``small`` and ``paper``, where pre-training first would take hours, and
-    this book's own pre-training run ("pretrain") at ``smoke`` and ``cpu``, where it takes
+    """``init`` as given, or where None the scale's default (``Scale.init``): GPT-1's released
+    weights ("released") at ``small`` and ``paper``, where pre-training first would take hours,
+    and this book's own pre-training run ("pretrain") at ``smoke`` and ``cpu``, where it takes
     seconds or minutes and the released 12 x 768 model would be slower than the scale."""
-    if init is not None:
-        return init
-    return "released" if scale in ("small", "paper") else "pretrain"
+    return init if init is not None else SCALES[scale].init
 
 
 def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:

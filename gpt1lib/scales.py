@@ -52,6 +52,9 @@ class Scale:
     corpus: str = HUB_CORPUS  # pre-training text: "fixture", a local folder or file, a hub id
     corpus_limit: int | None = None  # documents read from a hub corpus (None: all)
     task_source: str = "hub"  # where the tasks' data comes from: "fixture" or "hub"
+    # where fine-tuning starts by default: "pretrain", this book's own pre-training run (seconds
+    # or minutes below small), or "released", GPT-1's weights (pre-training first takes hours)
+    init: str = "pretrain"
     # examples per task, (train, eval) by task family or "default" (None: all), subsampled with
     # the seed; a multiple-choice example is four sequences, so it may get fewer
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
@@ -155,7 +158,7 @@ SCALES: dict[str, Scale] = {
         bench={"cpu": (8, 128, 5)},
     ),
     "small": Scale(
-        name="small", model="small", tokenizer="released",
+        name="small", model="small", tokenizer="released", init="released",
         corpus_limit=300,  # about 120 MB of books, streamed
         pretrain=PretrainConfig(
             total_steps=12_000, warmup_steps=500, log_interval=20, compile=True,
@@ -166,7 +169,7 @@ SCALES: dict[str, Scale] = {
         bench={"cpu": (4, 128, 5), "cuda": (32, 512, 20)},
     ),
     "paper": Scale(
-        name="paper", model="paper", tokenizer="released",
+        name="paper", model="paper", tokenizer="released", init="released",
         pretrain=PretrainConfig(),
         finetune=FinetuneConfig(),
         zero_shot_examples=2000,

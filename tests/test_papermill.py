@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from gpt1lib import reproduce
-from gpt1lib.plots import layer_transfer_gains, layer_transfer_points
+from gpt1lib.findings import layer_transfer_gains, layer_transfer_points
 from gpt1lib.records import read_records
 from gpt1lib.reproduce import ROOT, record
 from gpt1lib.scales import SCALES

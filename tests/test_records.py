@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpt1lib.labels import run_label, short_names
 from gpt1lib.paper import (
     FINDINGS,
     GLUE_ROW,
@@ -26,7 +27,6 @@ from gpt1lib.records import (
     per_example_record,
     provenance,
     read_records,
-    run_label,
 )
 from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
 from gpt1lib.tasks import TASKS, compute_metrics
@@ -290,3 +290,27 @@ def test_ablation_findings_get_the_paired_interval():
     run = "small run, NVIDIA H100 80GB HBM3, commit abc, seed 0"
     assert t.loc[f"{run}: Transformer w/ aux LM (full)", "SST2"].startswith("75.0 [")
     assert t.loc[f"{run}: Transformer w/ aux LM (full)", "Avg"] == "missing"  # not all eight
+
+
+def test_a_budgeted_plan_is_one_run_whatever_examples_it_chose():
+    """A plan picks each task's training examples to fit its budget: that is the run's data,
+    never a label of its own, so its tasks share one column and its findings pair up."""
+    gpu = {"scale": "small", "device": "NVIDIA H100 80GB HBM3", "commit": "ee22f51", "seed": 0}
+    cfg = {"lm_coef": 0.5, "n_transfer": None, "limits": {"limit": 2137, "eval_limit": None}}
+    planned = {**gpu, "experiment": "finetune", "task": "cola", "config": cfg}
+    planned["config"] = {**cfg, "plan_part": "finetune:cola"}
+    assert run_label(planned) == "small run, NVIDIA H100 80GB HBM3, commit ee22f51, seed 0"
+    chosen = {**gpu, "experiment": "finetune", "task": "cola", "config": cfg}  # a user's -p limit
+    assert run_label(chosen).endswith("seed 0, train limit 2137")
+    # the plan's zero-shot records kept no seed: drawn with the scale's, the same run
+    zero_shot = {**gpu, "seed": None, "experiment": "zero_shot", "config": {"plan_part": "z"}}
+    assert run_label(zero_shot) == run_label(planned)
+
+
+def test_short_names_tell_the_runs_of_a_table_apart():
+    cpu = "cpu run, 2 CPU cores, commit 9f484a9, seed 0"
+    small = "small run, NVIDIA H100 80GB HBM3, commit ee22f51, seed 0"
+    assert short_names([cpu, small]) == {cpu: "cpu run", small: "small run"}
+    rerun = "cpu run, 2 CPU cores, commit 9f484a9, seed 1, λ 0"
+    names = short_names([cpu, small, rerun])
+    assert names[cpu] == "cpu run, seed 0" and names[rerun] == "cpu run, seed 1, λ 0"

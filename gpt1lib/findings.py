@@ -1,0 +1,372 @@
+"""What the recorded runs say about the paper's §5 findings, and what they cannot say.
+
+Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero_shot_points``),
+then what the results pages read off each run:
+
+* ``findings``: the four findings issue 14 set as a run's targets (pre-training worth at least
+  5 points of Table 5's average; zero-shot scores rising through pre-training, the transformer
+  above the LSTM; every transferred block helping; the transformer ahead of the LSTM), each
+  with the run's number, the 95% interval of its paired difference, the verdict, and what
+  confounds it;
+* ``constant_answers``: evaluations in which a model gave ONE answer to every example, whose
+  metric then says nothing about what it learned (``one_answer``);
+* ``underfitting``: fine-tuning's task loss L2 after its last epoch against the loss of the
+  best constant prediction (``loss.prior_loss``): a run whose L2 is no lower learned the label
+  prior and nothing more;
+* ``scored_split``: the split a zero-shot record scored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .labels import run_label
+from .loss import prior_loss
+from .paper import (
+    ABLATIONS,
+    NO_INTERVAL,
+    PAPER_LAYER_TRANSFER,
+    PER_EXAMPLE,
+    TABLE5_TASKS,
+    _arrays,
+    _excludes_zero,
+    _frame,
+    _with_outcomes,
+    ablation_runs,
+    difference_interval,
+    final_metrics,
+)
+from .tasks import TASKS
+from .zeroshot import ZERO_SHOT_TASKS, normalise
+
+
+def layer_transfer_points(records) -> pd.DataFrame:
+    """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
+    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
+    outcomes, ``data`` and the fine-tuning's wall time. Split "train" is the training examples
+    scored each epoch (dashed in the figure), "dev" the evaluation split."""
+    df = _frame(records)
+    cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
+    cols += ["wall_time"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = _with_outcomes(df)
+    df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
+    last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
+    df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
+    return df.sort_values(["run", "task", "split", "n_transfer"])[cols].reset_index(drop=True)
+
+
+def layer_transfer_gains(records) -> pd.DataFrame:
+    """Each run's and task's dev accuracy with every block transferred minus with the
+    embeddings only (``n_transfer`` = n_layer against 0), its paired 95% interval, and what
+    the paper states of it (MultiNLI: up to 9)."""
+    pts = layer_transfer_points(records)
+    pts = pts[pts.split == "dev"]
+    rows = []
+    for (run, task), g in pts.groupby(["run", "task"], sort=False):
+        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
+        top = max(by_k)
+        if 0 not in by_k or top <= 0:
+            continue
+        a, b = by_k[top], by_k[0]
+        iv = difference_interval("accuracy", a["outcome"], b["outcome"])
+        stated = PAPER_LAYER_TRANSFER.get(task)
+        rows.append(
+            (
+                run,
+                TASKS[task].title,
+                top,
+                a["value"] - b["value"],
+                "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
+                NO_INTERVAL if iv is None else _excludes_zero(*iv, stated[0] if stated else None),
+                f"up to +{stated[0]:g}" if stated else "not stated",
+            )
+        )
+    cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "note"]
+    return pd.DataFrame(rows, columns=[*cols, "paper"])
+
+
+def zero_shot_points(records) -> pd.DataFrame:
+    """Figure 2 (right): one row per (run, model, task, checkpoint): the split scored, the
+    metric and its 95% interval, and both normalised between random guessing (0) and the state
+    of the art (1), ``zeroshot.normalise``'s scale. A heuristic that gave ONE answer to every
+    example (``answer``: its name) has no normalised value (NaN): its accuracy is the share of
+    that answer among the labels, and normalising it by 50% as chance would rank two constant
+    models by the label balance alone (SST-2: +0.046 for "positive", -0.046 for "negative")."""
+    df = _frame(records)
+    cols = ["run", "model", "task", "split", "step", "value", "lo", "hi", "normalised", "nlo"]
+    cols += ["nhi", "examples", "answer", "outcome"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[df.experiment == "zero_shot"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = _with_outcomes(df)
+    df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["examples"] = [c.get("examples") for c in df.config]
+    df["split"] = [scored_split(r) for r in df.to_dict("records")]
+    df["answer"] = [one_answer(t, o) for t, o in zip(df.task, df.outcome, strict=True)]
+    for col, src in (("normalised", "value"), ("nlo", "lo"), ("nhi", "hi")):
+        df[col] = [
+            np.nan if isinstance(a, str) else normalise(t, v)
+            for t, v, a in zip(df.task, df[src], df.answer, strict=True)
+        ]
+    df = df.drop_duplicates(["run", "model", "task", "step"], keep="last")
+    return df.sort_values(["run", "model", "task", "step"])[cols].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- the four findings
+
+#: Each finding's target, as the page states it (issue 14's, for every scale).
+TARGETS = {
+    "pre-training": "full minus from scratch at least +5 on Table 5's average, its interval "
+    "above 0, and above 0 on at least 3 tasks",
+    "zero-shot": "the transformer's scores rise from its first checkpoint to its last beyond "
+    "their interval on at least half of the tasks, and lie above the LSTM's at the last",
+    "layer transfer": "all blocks minus embeddings only above 0 (its interval) on every task",
+    "transformer over LSTM": "full minus LSTM on Table 5's average, its interval above 0",
+}
+
+
+def _fmt(value: float, lo: float, hi: float) -> str:
+    return f"{value:+.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float, list] | None:
+    """The mean over ``tasks`` of a - b (rows of ``final_metrics`` or Figure 2's points, by
+    task), the interval of that paired mean, and each task's (task, difference, lo, hi)."""
+    common = [t for t in tasks if t in rows_a and t in rows_b]
+    pairs = [(rows_a[t], rows_b[t]) for t in common]
+    if not common or not all(
+        isinstance(a["outcome"], dict) and isinstance(b["outcome"], dict) for a, b in pairs
+    ):
+        return None
+    metric = {t: TASKS[t].metrics[0] for t in common}
+    per_task = []
+    for t, (a, b) in zip(common, pairs, strict=True):
+        iv = difference_interval(metric[t], a["outcome"], b["outcome"]) or (np.nan, np.nan)
+        per_task.append((t, a["value"] - b["value"], *iv))
+    arms = [(metric[t], _arrays(a["outcome"])[0], *_arrays(b["outcome"])) for t, (a, b) in
+            zip(common, pairs, strict=True)]  # fmt: skip
+    lo, hi = stats.mean_difference_interval(arms)
+    return float(np.mean([d for _, d, _, _ in per_task])), lo, hi, per_task
+
+
+def _above(per_task: list) -> list[str]:
+    return [TASKS[t].title for t, _, lo, _ in per_task if lo > 0]
+
+
+def _pretraining_updates(df: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """run -> {"gpt": updates, "lstm": updates}: how far each model was pre-trained."""
+    pre = df[df.experiment.isin(["pretrain:gpt", "pretrain:lstm"]) & (df.metric == "train_loss")]
+    out: dict[str, dict[str, int]] = {}
+    for r in pre.to_dict("records"):
+        arch = r["experiment"].split(":")[1]
+        run = out.setdefault(run_label(r), {})
+        run[arch] = max(run.get(arch, 0), int(r["step"]))
+    return out
+
+
+def _underfit_note(under: pd.DataFrame, run: str) -> str:
+    mine = under[under.run == run]
+    if mine.empty:
+        return ""
+    at_prior = mine[mine["L2 - prior"] > -0.05]
+    return (f"fine-tuning learned little beyond the label prior: L2 within 0.05 of the prior's "
+            f"loss or above on {len(at_prior)} of {len(mine)} runs whose L2 is known")  # fmt: skip
+
+
+def _ablation_finding(name: str, methods: dict, other: str) -> tuple[str, str] | None:
+    full = methods.get("Transformer w/ aux LM (full)", {})
+    found = _difference(full, methods.get(other, {}), TABLE5_TASKS)
+    if found is None:
+        return None
+    mean, lo, hi, per_task = found
+    above = _above(per_task)
+    text = f"{_fmt(mean, lo, hi)} over {len(per_task)} tasks; above 0 on {len(above)}"
+    text += f" ({', '.join(above)})" if above else ""
+    if name == "pre-training":
+        ok = mean >= 5 and lo > 0 and len(above) >= 3
+        why = "under 5" if mean < 5 else "interval includes 0" if lo <= 0 else "too few tasks"
+    else:
+        ok, why = lo > 0, "interval includes 0" if lo <= 0 < hi else "interval below 0"
+    return text, "yes" if ok else f"no ({why})"
+
+
+def _zero_shot_finding(points: pd.DataFrame) -> tuple[str, str] | None:
+    gpt, lstm = points[points.model == "Transformer"], points[points.model == "LSTM"]
+    if gpt.empty:
+        return None
+    first = {t: g.iloc[0].to_dict() for t, g in gpt.groupby("task")}
+    last = {t: g.iloc[-1].to_dict() for t, g in gpt.groupby("task")}
+    order = [t for t in ZERO_SHOT_TASKS if t in last]
+    varied = [t for t in order if not isinstance(last[t]["answer"] or first[t]["answer"], str)]
+    one = [TASKS[t].title for t in order if t not in varied]
+    rise = _difference(last, first, varied)
+    parts, ok = [], False
+    if rise is not None:
+        above = _above(rise[3])
+        gains = ", ".join(f"{TASKS[t].title} {_fmt(d, lo, hi)}" for t, d, lo, hi in rise[3])
+        parts.append(f"first to last checkpoint: {gains}")
+        ok = len(above) * 2 >= len(varied)
+    if one:
+        parts.append(f"one answer at the first or last checkpoint: {', '.join(one)}")
+    lstm_last = {t: g.iloc[-1].to_dict() for t, g in lstm.groupby("task")}
+    both = [t for t in varied if t in lstm_last and not isinstance(lstm_last[t]["answer"], str)]
+    over = _difference(last, lstm_last, both)
+    if over is not None:
+        parts.append(f"transformer minus LSTM at the last: {_fmt(*over[:3])}")
+    ok = ok and over is not None and over[1] > 0
+    return "; ".join(parts), "yes" if ok else "no"
+
+
+def _transfer_finding(points: pd.DataFrame) -> tuple[str, str] | None:
+    dev = points[points.split == "dev"]
+    parts, ok = [], True
+    for task, g in dev.groupby("task", sort=False):
+        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
+        top = max(by_k)
+        if 0 not in by_k or top <= 0:
+            continue
+        iv = difference_interval("accuracy", by_k[top]["outcome"], by_k[0]["outcome"])
+        gain = by_k[top]["value"] - by_k[0]["value"]
+        if iv is None:
+            return None
+        parts.append(f"{TASKS[task].title} {_fmt(gain, *iv)}")
+        ok = ok and iv[0] > 0
+    return ("all blocks minus embeddings only: " + ", ".join(parts), "yes" if ok else "no") if (
+        parts) else None  # fmt: skip
+
+
+def findings(records) -> pd.DataFrame:
+    """The four findings at each recorded run: the run's number with the 95% interval of its
+    paired difference, the target (``TARGETS``), the verdict, and what confounds it (a
+    fine-tuning that learned only the label prior; an LSTM pre-trained for fewer updates than
+    the transformer). A finding the run has no data for is left out."""
+    df = _frame(records)
+    cols = ["run", "finding", "run's", "target", "verdict", "confounds"]
+    if df.empty or "metric" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    ablations, zero, transfer = ablation_runs(df), zero_shot_points(df), layer_transfer_points(df)
+    under, updates = underfitting(df), _pretraining_updates(df)
+    runs = list(dict.fromkeys([*ablations, *zero.run, *transfer.run]))
+    rows = []
+    for run in runs:
+        fit = _underfit_note(under, run)
+        ups = updates.get(run, {})
+        lstm = (f"the LSTM pre-trained {ups['lstm']:,} updates, the transformer {ups['gpt']:,}"
+                if {"gpt", "lstm"} <= set(ups) else "")  # fmt: skip
+        methods = ablations.get(run, {})
+        found = {
+            "pre-training": (
+                _ablation_finding("pre-training", methods, "Transformer w/o pre-training"),
+                [fit],
+            ),  # fmt: skip
+            "zero-shot": (_zero_shot_finding(zero[zero.run == run]), [lstm]),
+            "layer transfer": (_transfer_finding(transfer[transfer.run == run]), [fit]),
+            "transformer over LSTM": (
+                _ablation_finding("lstm", methods, "LSTM w/ aux LM"),
+                [lstm, fit],
+            ),  # fmt: skip
+        }
+        for name, (got, confounds) in found.items():
+            if got is not None:
+                note = "; ".join(c for c in confounds if c)
+                rows.append((run, name, got[0], TARGETS[name], got[1], note))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def scored_split(rec: dict) -> str:
+    """The split a zero-shot record scored. Records made before it was kept in ``config``
+    (``examples_split``) name the task's eval split, which is wrong for RACE: the chapter and
+    the budgeted plan have always scored RACE's dev split (its test split is Table 3's), so
+    such a RACE record scored dev."""
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    if "examples_split" in config:
+        return config["examples_split"]
+    return "dev" if str(rec.get("task")).startswith("race") else str(rec.get("split"))
+
+
+def one_answer(task: str, outcome) -> str | None:
+    """The one answer a model gave to every example of an evaluation (a class name, "answer
+    k", or a score), or None where its answers vary or it kept no outcomes."""
+    if not isinstance(outcome, dict) or len(set(outcome["predictions"])) != 1:
+        return None
+    (p,) = set(outcome["predictions"])
+    labels = TASKS[task].labels
+    if labels and float(p).is_integer() and 0 <= p < len(labels):
+        return repr(labels[int(p)])
+    return f"answer {int(p) + 1}" if TASKS[task].n_answers else f"the score {p:g}"
+
+
+#: The experiments a fine-tuning evaluation is recorded under, and how a page names them.
+ROWS = {"finetune": "fine-tuning (chapters 05-08)", **{v: k for k, v in ABLATIONS.items()}}
+
+
+def constant_answers(records) -> pd.DataFrame:
+    """Every final fine-tuning evaluation (chapters 05-08, Table 5's rows) whose model gave
+    one answer to every example: its run, row, task, that answer and the examples."""
+    got = final_metrics(records, tuple(ROWS))
+    rows = []
+    for r in got.to_dict("records"):
+        if (answer := one_answer(r["task"], r["outcome"])) is not None:
+            n = len(r["outcome"]["labels"])
+            rows.append((r["run"], ROWS[r["experiment"]], TASKS[r["task"]].title, answer, n))
+    return pd.DataFrame(rows, columns=["run", "row", "task", "answer", "examples"])
+
+
+def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
+    """The fine-tuning losses of ``df`` (records) after each run's last epoch: L2 where it is
+    known (recorded as ``task_loss``; or the loss of a run with λ = 0, which is L2 alone)."""
+    df = df[(df.split == "train_loss") & df.experiment.isin(list(ROWS))].copy()
+    if df.empty:
+        return df
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df = df[df.step == df.groupby(["run", "experiment", "task"]).step.transform("max")]
+    lam0 = [c.get("lm_coef") == 0 for c in df.config]
+    known = (df.metric == "task_loss") | ((df.metric == "loss") & np.array(lam0, dtype=bool))
+    return df[known].drop_duplicates(["run", "experiment", "task"], keep="last")
+
+
+def underfitting(records) -> pd.DataFrame:
+    """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
+    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``): recorded
+    with the run where it is (the training labels), else from the evaluation's labels, which
+    are what the records keep, said so."""
+    df = _frame(records)
+    cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
+    cols += ["prior from", "L2 - prior"]
+    if df.empty or "split" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    losses = _last_epoch_losses(df)
+    priors = df[df.metric == "prior_task_loss"]
+    priors = {(r["experiment"], r["task"], run_label(r)): r["value"] for _, r in priors.iterrows()}
+    labels = {(r["experiment"], r["run"], r["task"]): r["outcome"] for r in
+              final_metrics(df, tuple(ROWS)).to_dict("records")}  # fmt: skip
+    rows = []
+    for r in losses.to_dict("records"):
+        c, spec = r["config"], TASKS[r["task"]]
+        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "the training labels"
+        outcome = labels.get((r["experiment"], r["run"], r["task"]))
+        if prior is None and isinstance(outcome, dict):
+            regression = (
+                c.get("regression") if spec.family == "similarity" and not spec.labels else None
+            )
+            prior = prior_loss(outcome["labels"], regression, spec.n_answers)
+            where = f"the {spec.eval_split} labels (the records keep no training labels)"
+        if prior is None:
+            continue
+        n = c.get("train_examples")
+        updates = n // c["batch_size"] * c["epochs"] if n else None
+        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, r["value"], prior,
+                     where, r["value"] - prior))  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,186 @@
+"""How the results pages name a run, and say where, how and how long it ran.
+
+A recorded run is one column of a table and one panel or curve of a figure. ``run_label`` names
+it by its scale, device, commit and seed, and by the settings a user changed from the scale's
+recipe (λ, the blocks transferred, STS-B's head, the example limits a user set, the model), so
+that two reruns never share a column. It never names what a budgeted plan chose for the run
+(each task's training examples): that is the run's data, shown in a column of its own
+(``paper.train_examples``). ``short_names`` gives a table short column heads ("cpu run",
+"small run") whose full labels its caption spells out. ``chapter_times`` is the table each
+chapter opens with: how long it took at each scale, on what, from the recorded runs'
+manifests. ``fine_tuning_start`` says where a run's fine-tuning started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from . import paths
+from .records import read_records
+from .scales import ARMS, SCALES
+
+#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
+_SETTINGS = {
+    "lr": "lr {:g}",
+    "batch_size": "batch {}",
+    "epochs": "{} epochs",
+    "warmup": "warm-up {:g}",
+    "weight_decay": "weight decay {:g}",
+    "grad_clip": "clip {:g}",
+    "lm_coef": "λ {:g}",
+    "clf_pdrop": "classifier dropout {:g}",
+    "n_transfer": "n_transfer {}",
+    "regression": "STS-B {}",
+    "max_len": "max_len {}",
+}
+#: Settings an experiment varies itself: its points share one label (one curve, one table).
+_VARIED = {"layer_transfer": ("n_transfer",), "ablation": ("lm_coef", "n_transfer")}
+
+
+def device_label(device: str) -> str:
+    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)" (and for the older "cpu (x86_64, 2
+    threads)": torch runs one thread a core unless told otherwise); a GPU's name as it is."""
+    if not device.startswith("cpu ("):
+        return device
+    parts = device.rstrip(")").split(", ")
+    threads = parts[1].split()[0] if len(parts) > 1 else "?"
+    cores = parts[2].split()[0] if len(parts) > 2 else threads
+    return f"{cores} CPU cores" if threads == cores else f"{threads} threads of {cores} CPU cores"
+
+
+def _differences(rec: dict, config: dict) -> list[str]:
+    """The fine-tuning settings of ``rec`` that differ from its scale's recipe (``SCALES``; for
+    a Table 5 row, the protocol the scale chose for that row, ``Scale.finetune_for``)."""
+    scale = SCALES.get(str(rec.get("scale")))
+    if scale is None:
+        return []
+    kind, _, arm = str(rec.get("experiment")).partition(":")
+    default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
+    varied = _VARIED.get(kind, ())
+    out = []
+    for name, fmt in _SETTINGS.items():
+        if name in config and name not in varied and config[name] != getattr(default, name):
+            if name == "n_transfer" and config[name] is None:
+                continue
+            out.append(fmt.format(config[name]))
+    # the examples, where a user changed the scale's; a budgeted plan's own choice of them
+    # (``plan_part``) is the run's data, shown in a column of its own, never in its label
+    if rec.get("task") and "limits" in config and "plan_part" not in config:
+        limits = scale.limits_for(rec["task"])
+        for key, word in (("limit", "train limit"), ("eval_limit", "eval limit")):
+            if config["limits"].get(key) != limits[key]:
+                out.append(f"{word} {config['limits'].get(key)}")
+    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    if "n_layer" in model and not str(rec.get("experiment")).startswith("ablation"):
+        ref = scale.model_config()
+        if (model["n_layer"], model.get("n_embd")) != (ref.n_layer, ref.n_embd):
+            out.append(f"model {model['n_layer']}×{model.get('n_embd')}")
+    return out
+
+
+def run_label(rec) -> str:
+    """How a table or figure names the run a number came from, e.g. "cpu run, 2 CPU cores,
+    commit 659788c, seed 0": its scale, device, commit and seed, and every fine-tuning setting
+    a user may change where it differs from the scale's recipe (lambda, the blocks transferred,
+    STS-B's head, the example limits, the model, ...), so that two reruns never share a column.
+    An experiment that varies a setting itself (layer transfer: the blocks; the ablations:
+    lambda and the blocks) keeps one label for all its points, and so does a budgeted plan
+    whatever examples it chose for each task."""
+    device = device_label(str(rec.get("device") or "?"))
+    sha, _, dirty = str(rec.get("commit") or "?").partition("+")
+    commit = sha[:7] + (f"+{dirty}" if dirty else "")
+    label = f"{rec.get('scale')} run, {device}, commit {commit}"
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    seed = rec.get("seed")
+    if (seed is None or seed != seed) and "plan_part" in config and rec.get("scale") in SCALES:
+        # a budgeted plan's zero-shot records (at ee22f51) kept no seed: it drew their examples
+        # with the scale's, so they are the same run as the plan's other parts
+        seed = SCALES[rec["scale"]].finetune.seed
+    if seed is not None and seed == seed:  # not None, not NaN
+        label += f", seed {int(seed)}"
+    if "lm_coef" in config:  # a fine-tuning run
+        label += "".join(f", {d}" for d in _differences(rec, config))
+    return label
+
+
+def short_names(labels) -> dict[str, str]:
+    """A short name for each run label, for a table's column heads: its first part ("cpu
+    run"), and where several labels share that, the parts that tell them apart ("cpu run,
+    seed 1")."""
+    labels = list(dict.fromkeys(labels))
+    parts = {label: label.split(", ") for label in labels}
+    out = {}
+    for label in labels:
+        group = [parts[x] for x in labels if parts[x][0] == parts[label][0]]
+        common = set.intersection(*(set(p) for p in group))
+        out[label] = ", ".join([parts[label][0]] + [p for p in parts[label] if p not in common])
+    return out
+
+
+#: Where each scale runs, for a chapter's opening table (the recorded runs give their own).
+HARDWARE = {
+    "smoke": "any CPU",
+    "cpu": "a CPU (2 cores for the recorded run)",
+    "small": "one GPU",
+    "paper": "one GPU to fine-tune from the released weights; many to pre-train",
+}
+#: Parameters every recorded chapter gets, not worth repeating in its opening table.
+_ROUTINE = {"scale", "out_dir", "results_dir", "source", "corpus"}
+
+
+def _how(entry: dict) -> str:
+    """How a recorded chapter was run: "recorded run, commit abc1234", and the parameters it was
+    given, or that a budgeted plan ran it in one process."""
+    params = entry.get("parameters", {})
+    how = f"recorded run, commit {str(entry.get('commit'))[:7]}"
+    if "budget" in params:  # plan_run: the chapter's training, not its notebook
+        data = "a bundle" if str(params.get("source", "")).startswith("bundle") else "the data"
+        return f"{how}: a budgeted plan (BUDGET={params['budget']:g}) in one process, from {data}"
+    extra = {k: v for k, v in params.items() if k not in _ROUTINE}
+    said = " ".join(f"-p {k} {json.dumps(v)}" for k, v in extra.items())
+    return how + (f", with {said}" if said else "")
+
+
+def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """How long ``chapter`` (a notebook's name, e.g. "10_layer_transfer") took at each scale,
+    and on what: from each recorded run's ``results/<scale>/manifest.json`` (its wall time,
+    commit, how it was run, and the device its records name), else "not recorded yet".
+    ``results_dir``: None for the recorded runs (``paths.results_dir``)."""
+    root = paths.results_dir(results_dir)
+    rows = {}
+    for scale in SCALES:
+        manifest_path = root / scale / "manifest.json"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+        entry = manifest.get(chapter)
+        if entry is None:
+            planned = any("budget" in e.get("parameters", {}) for e in manifest.values())
+            when = {"smoke": "seconds (the book build)"}.get(scale, "not recorded yet")
+            why = "not part of the budgeted plan, which runs the training alone" if planned else ""
+            rows[scale] = (HARDWARE[scale], when, why)
+            continue
+        devices = read_records(root / scale).get("device", pd.Series(dtype=object)).dropna()
+        hardware = device_label(str(devices.iloc[0])) if len(devices) else HARDWARE[scale]
+        minutes = entry.get("wall_time_s", 0) / 60
+        when = f"{minutes:.0f} min" if minutes >= 1 else "under a minute"
+        rows[scale] = (hardware, when, _how(entry))
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=["hardware", "time", "from"])
+    return table.rename_axis(None)
+
+
+def fine_tuning_start(rec) -> str:
+    """Where the fine-tuning of a record's run started: the ``init`` its config names; for a
+    budgeted plan's records, which have none, the plan's own pre-training (the plan fine-tunes
+    from the model it has just pre-trained); else the scale's default, said to be assumed."""
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    if config.get("init"):
+        return str(config["init"])
+    if "plan_part" in config:
+        return "this run's own pre-training (the plan's pretrain:gpt part)"
+    scale = SCALES.get(str(rec.get("scale")))
+    if scale is None:
+        return "not recorded"
+    default = {"released": "GPT-1's released weights", "pretrain": "this book's pre-training run"}
+    return f"{default[scale.init]} (the scale's default; the records predate init being kept)"
