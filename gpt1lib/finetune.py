@@ -35,7 +35,7 @@ from torch import nn
 
 from .checks import check_finetune, check_run_task, check_tokenizer, warn_truncated
 from .fast import FastGPT
-from .loss import REGRESSIONS, STSB_CLASSES, regression_predictions, task_loss
+from .loss import REGRESSIONS, STSB_CLASSES, prior_loss, regression_predictions, task_loss
 from .model import GPT, SPECIAL_TOKENS
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, per_example_record, provenance
@@ -310,13 +310,14 @@ class FinetuneResult:
     records: list[dict] = field(default_factory=list, repr=False)
 
 
-def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> float:
-    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean loss.
+def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> dict:
+    """One pass over ``items`` in batches shuffled with ``rng``; returns the mean losses: L3
+    (``loss``), and its parts L2 (``task_loss``) and L1 (``lm_loss``, 0 where lambda is 0).
     ``amp``: the run's ``Precision`` and its ``GradScaler`` (None but for float16)."""
     precision, scaler = amp
     model.train()
     order = batches(items, cfg.batch_size, rng, drop_last=True)
-    loss_sum = torch.zeros((), device=device)
+    sums = torch.zeros(3, device=device)  # L3, L2, L1, summed over the epoch's updates
     for step, b in enumerate(order, start=(epoch - 1) * len(order)):  # updates taken before
         batch = collate([items[j] for j in b]).to(device, non_blocking=True)
         lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
@@ -324,11 +325,14 @@ def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> 
         def losses(batch=batch):
             with precision.autocast(device.type):
                 scores, l1 = net(batch, lm=cfg.lm_coef > 0)
-            yield task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)[0]
+            parts = task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)
+            sums.add_(torch.stack(parts).detach())
+            yield parts[0]
 
-        loss_sum += train_step(model, opt, lr, losses(), cfg.grad_clip, scaler, check=step == 0)
+        train_step(model, opt, lr, losses(), cfg.grad_clip, scaler, check=step == 0)
         bar.update(1)
-    return loss_sum.item() / len(order)
+    means = (sums / len(order)).tolist()
+    return dict(zip(("loss", "task_loss", "lm_loss"), means, strict=True))
 
 
 def finetune(
@@ -345,6 +349,7 @@ def finetune(
     scale: str | None = None,
     data: str | None = None,
     limits: dict[str, int | None] | None = None,
+    init: str | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
 
@@ -353,7 +358,8 @@ def finetune(
     on any split). With ``out_dir``, the records are appended to ``out_dir/records.jsonl``:
     each split's metrics after every epoch, and after the last one each split's predictions
     (``records.per_example_record``). ``limits`` (``run_task``'s ``limit`` and ``eval_limit``)
-    is kept in the records' config, so that reruns on other subsamples are told apart.
+    is kept in the records' config, so that reruns on other subsamples are told apart, and so
+    is ``init``, where fine-tuning started (e.g. "GPT-1's released weights").
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
@@ -391,20 +397,25 @@ def finetune(
         "seed": cfg.seed,
         "config": asdict(cfg)
         | {"model": model_cfg, "train_examples": len(train_items)}
-        | ({"limits": limits} if limits is not None else {}),
+        | ({"limits": limits} if limits is not None else {})
+        | ({"init": init} if init is not None else {}),
         "data": data,
         **provenance(device),
     }
+    # beside L3's metrics: its parts L2 and L1 each epoch, and the L2 of predicting the training
+    # labels' prior, the line L2 must fall below for the run to have learned the task
+    prior = prior_loss([e.label for e in train], model.regression, task.n_answers)
+    parts = [make_record("prior_task_loss", prior, **base, split="train_loss", step=0)]
     records, train_time = [], 0.0
     desc = f"fine-tuning {task.name}"
     bar = progress_bar(total=total, desc=desc, unit="update", enabled=progress)
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
         args = (epoch, total, device, (precision, scaler), bar)
-        train_loss = _epoch(net, model, opt, train_items, rng, cfg, *args)
+        train_losses = _epoch(net, model, opt, train_items, rng, cfg, *args)
         train_time += time.perf_counter() - t0
-        bar.set_postfix(loss=f"{train_loss:.3f}")
-        epoch_metrics, outcomes = {"train_loss": {"loss": train_loss}}, {}
+        bar.set_postfix(loss=f"{train_losses['loss']:.3f}")
+        epoch_metrics, outcomes = {"train_loss": {"loss": train_losses.pop("loss")}}, {}
         for split, items in eval_items.items():
             epoch_metrics[split], *outcomes[split] = evaluate(
                 model, task, items, cfg.eval_batch_size, device, precision, return_predictions=True
@@ -412,6 +423,7 @@ def finetune(
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
             records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
+        parts += _records(train_losses, **base, split="train_loss", step=epoch, wall_time=wall)
     bar.close()
     metrics = pd.DataFrame(records)[["step", "split", "metric", "value"]]
     metrics = metrics.rename(columns={"step": "epoch"})
@@ -419,7 +431,7 @@ def finetune(
     records += [
         per_example_record(*outcomes[split], uids[split], **base, split=split, step=epoch)
         for split in eval_items
-    ]
+    ] + parts
     if out_dir:
         append_records(Path(out_dir) / "records.jsonl", records)
     wall = time.perf_counter() - t_start
@@ -460,13 +472,15 @@ def run_task(
     scale: str | None = None,
     device: str | None = None,
     progress: bool = True,
+    init: str | None = None,
 ) -> FinetuneResult:
     """Load ``task`` from ``source``, fine-tune on its train split, score its eval split.
 
     ``also`` names tasks that share the training data and are scored by the same model on
     their own eval split (MNLI mismatched beside matched; RACE-m and RACE-h beside RACE).
     ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
-    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test).
+    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test). ``init`` says
+    where ``pretrained`` came from, for the records.
     """
     spec = get_task(task)
     check_run_task(spec, source, cfg, limit, eval_limit, also, eval_split)
@@ -489,6 +503,7 @@ def run_task(
         scale=scale,
         data=data,
         limits={"limit": limit, "eval_limit": eval_limit},
+        init=init,
     )
     n_ctx = result.model.transformer.config.n_ctx
     precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)

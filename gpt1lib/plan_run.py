@@ -36,8 +36,7 @@ from .records import append_records, git_commit, keep_records
 from .runs import load_tokenizer, new_model, pretrained_model
 from .runtime import pick_device, seed_everything
 from .scales import SCALES
-from .tasks import get_task, load_examples
-from .zeroshot import ZERO_SHOT_TASKS, evaluate_checkpoints
+from .zeroshot import evaluate_checkpoints, load_zero_shot
 
 PRETRAIN_KEYS = ("total_steps", "warmup_steps", "ckpt_interval", "eval_interval")
 PRETRAIN_KEYS += ("n_log_checkpoints",)
@@ -150,19 +149,14 @@ def _finetune(run: Run, u: dict) -> list[dict]:
 
 
 def _zeroshot(run: Run, u: dict) -> list[dict]:
-    S, data = run.S, {}
-    for task in ZERO_SHOT_TASKS:
-        split = "dev" if task == "race" else get_task(task).eval_split
-        n, seed = S.zero_shot_examples, S.finetune.seed
-        try:
-            examples = load_examples(task, split, run.source, n, seed)
-            train = load_examples(task, "train", run.source, n, seed) if task == "cola" else None
-        except (FileNotFoundError, RuntimeError) as e:
-            run.log(f"  zero-shot {task}: skipped, {e}")
-            continue
-        data[task] = (examples, train)
+    S = run.S
+    data, skipped = load_zero_shot(run.source, S.zero_shot_examples, S.finetune.seed)
+    for task, why in skipped.items():
+        run.log(f"  zero-shot {task}: skipped, {why}")
     folders = sorted((run.run_dir(u["arch"]) / "log_checkpoints").glob("step_*"))
-    return evaluate_checkpoints(folders, data, device=run.device, scale=S.name, progress=False)
+    return evaluate_checkpoints(
+        folders, data, device=run.device, scale=S.name, progress=False, seed=S.finetune.seed
+    )
 
 
 def _bench(run: Run, u: dict) -> list[dict]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ from .checks import check_tokenizer, warn_data
 from .records import make_record, per_example_record, provenance
 from .runs import load_run_model
 from .runtime import pick_device, progress_bar
-from .tasks import Example, compute_metrics, get_task
+from .tasks import Example, compute_metrics, get_task, load_examples
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from, whether
 #: it is confirmed as the single-model state of the art that Figure 2 normalises by).
@@ -74,6 +75,34 @@ BASELINES: dict[str, tuple[float, float, str, str]] = {
     ),
 }
 ZERO_SHOT_TASKS = tuple(BASELINES)
+#: The split each heuristic scores: the task's evaluation split, but RACE's dev (its test split
+#: is Table 3's, which fine-tuning reports).
+ZERO_SHOT_SPLITS = {"cola": "dev", "sst2": "dev", "race": "dev", "dprd": "test"}
+
+
+@dataclass(frozen=True)
+class ZeroShotSet:
+    """What one heuristic is scored on: ``examples`` of ``split``, and for CoLA the ``train``
+    examples its threshold is chosen on."""
+
+    split: str
+    examples: Sequence[Example]
+    train: Sequence[Example] | None = None
+
+
+def load_zero_shot(source, limit: int | None = None, seed: int = 0):
+    """Each zero-shot task's ``ZeroShotSet`` from ``source`` (``limit`` examples a split, drawn
+    with ``seed``), and the tasks skipped because ``source`` lacks them, with the reason."""
+    sets, skipped = {}, {}
+    for task, split in ZERO_SHOT_SPLITS.items():
+        try:
+            examples = load_examples(task, split, source, limit, seed)
+            train = load_examples(task, "train", source, limit, seed) if task == "cola" else None
+        except (FileNotFoundError, RuntimeError) as e:  # e.g. no local copy of DPRD
+            skipped[task] = str(e)
+            continue
+        sets[task] = ZeroShotSet(split, examples, train)
+    return sets, skipped
 
 
 @torch.no_grad()
@@ -250,7 +279,7 @@ def normalise(task: str, value: float) -> float:
 
 def evaluate_checkpoints(
     folders,
-    data: dict[str, tuple[Sequence[Example], Sequence[Example]]],
+    data: dict[str, ZeroShotSet],
     *,
     device: str | None = None,
     scale: str | None = None,
@@ -260,9 +289,9 @@ def evaluate_checkpoints(
 ) -> list[dict]:
     """Records of every heuristic at every checkpoint folder (``step_<updates>``).
 
-    ``data`` maps a task to (evaluation examples, training examples; the latter only for CoLA's
-    threshold). Each record's ``step`` is the checkpoint's update count and its ``config`` holds
-    the model class and the normalised score; beside each score, a ``per_example`` record keeps
+    ``data`` maps a task to its ``ZeroShotSet`` (``load_zero_shot``). Each record's ``split``
+    is the one scored, its ``step`` the checkpoint's update count, and its ``config`` holds the
+    model class and the normalised score; beside each score, a ``per_example`` record keeps
     the predictions and labels (``records.per_example_record``) for its interval. ``seed``: the
     one the examples were subsampled with, recorded.
     """
@@ -274,17 +303,18 @@ def evaluate_checkpoints(
     for folder in bar:
         model, tok = load_run_model(folder, dev)
         model.to(dev)
-        for task, (examples, train) in data.items():
-            spec = get_task(task)
+        for task, zs in data.items():
+            spec, examples = get_task(task), zs.examples
             t0 = time.perf_counter()
-            preds = zero_shot_predictions(model, tok, task, examples, train)
+            preds = zero_shot_predictions(model, tok, task, examples, zs.train)
             labels = np.array([e.label for e in examples])
             value = compute_metrics(spec, preds, labels)[spec.metrics[0]]
             config = {"arch": type(model).__name__, "normalised": normalise(task, value)}
+            config["examples_split"] = zs.split  # records before it named the eval split
             fields = {
                 "experiment": experiment,
                 "task": task,
-                "split": spec.eval_split,
+                "split": zs.split,
                 "step": int(folder.name.split("_")[-1]),
                 "scale": scale,
                 "seed": seed,

@@ -232,6 +232,15 @@ def test_a_short_run_learns_the_fixture(tmp_path):
     hits = np.equal(dev_outcome["predictions"], dev_outcome["labels"])
     assert 100 * hits.mean() == pytest.approx(final_dev)  # the reported number, example by example
     assert "per_example" not in set(r.metrics.metric)
+    # L3's parts each epoch, so that a run that learned only the label prior shows: L2 against
+    # the loss of predicting the training labels' shares
+    loss = {(x["metric"], x["step"]): x["value"] for x in r.records if x["split"] == "train_loss"}
+    for epoch in range(1, cfg.epochs + 1):
+        l3, l2, l1 = (loss[m, epoch] for m in ("loss", "task_loss", "lm_loss"))
+        assert l3 == pytest.approx(l2 + cfg.lm_coef * l1, rel=1e-5)
+    shares = np.bincount([e.label for e in train]) / len(train)
+    assert loss["prior_task_loss", 0] == pytest.approx(-(shares * np.log(shares)).sum(), rel=1e-5)
+    assert loss["task_loss", cfg.epochs] < loss["prior_task_loss", 0]  # it learned the fixture
 
 
 def test_nothing_is_selected_on_the_reported_split(monkeypatch):

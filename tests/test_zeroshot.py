@@ -110,3 +110,48 @@ def test_zero_shot_score_and_normalisation(model):
                for *_, status in BASELINES.values())  # fmt: skip
     assert "ensemble" in BASELINES["race"][2] and "stands in" in BASELINES["race"][3]
     assert math.isclose(normalise("race_h", 25.0), 0.0)
+
+
+def test_each_record_names_the_split_it_scored(tmp_path):
+    """RACE's heuristic scores dev (test is Table 3's): its records used to say "test"."""
+    from gpt1lib.checkpoint import save_model
+    from gpt1lib.corpus import load_documents
+    from gpt1lib.tokenizer import GPT1Tokenizer
+    from gpt1lib.zeroshot import evaluate_checkpoints, load_zero_shot
+
+    tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=100)
+    torch.manual_seed(0)
+    folder = tmp_path / "step_00000001"
+    tok.save(save_model(GPT(preset("tiny", vocab_size=tok.vocab_size)), folder))
+    data, skipped = load_zero_shot("fixture", limit=4)
+    assert not skipped and data["race"].split == "dev" and len(data["race"].examples) == 4
+    recs = evaluate_checkpoints([folder], data, progress=False, seed=0)
+    splits = {(r["task"], r["split"], r["config"]["examples_split"]) for r in recs}
+    assert splits == {("cola", "dev", "dev"), ("sst2", "dev", "dev"), ("race", "dev", "dev"),
+                      ("dprd", "test", "test")}  # fmt: skip
+
+
+def test_a_constant_answer_is_no_point_of_the_curve():
+    """A heuristic that gives every example one answer scores that answer's share of the
+    labels: normalised by 50% as chance, two such models would be ranked by the label balance
+    alone. Its points say which answer it gave and have no normalised value."""
+    from gpt1lib.findings import scored_split, zero_shot_points
+    from gpt1lib.records import make_record, per_example_record
+
+    labels = [1] * 52 + [0] * 48
+    recs = []
+    for arch, preds in (("GPT", [1] * 100), ("LSTMLM", [0] * 100), ("GPT", labels)):
+        step = 2 if preds is labels else 1
+        fields = dict(experiment="zero_shot", task="sst2", split="dev", step=step, scale="small",
+                      commit="abc", device="cpu", seed=0, config={"arch": arch})  # fmt: skip
+        value = 100 * np.mean(np.equal(preds, labels))
+        recs += [make_record("accuracy", value, **fields),
+                 per_example_record(preds, labels, map(str, range(100)), **fields)]  # fmt: skip
+    pts = zero_shot_points(recs).set_index(["model", "step"])
+    assert pts.loc[("Transformer", 1), "answer"] == "'positive'"
+    assert pts.loc[("LSTM", 1), "answer"] == "'negative'"
+    assert np.isnan(pts.loc[("Transformer", 1), "normalised"])  # not +0.046
+    assert np.isnan(pts.loc[("LSTM", 1), "normalised"])  # nor -0.046
+    assert pts.loc[("Transformer", 2), "normalised"] == pytest.approx(normalise("sst2", 100.0))
+    # a RACE record from before the split was kept scored dev, as every caller loaded it
+    assert scored_split({"task": "race", "split": "test", "config": {}}) == "dev"
