@@ -21,6 +21,7 @@ from gpt1lib.checkpoint import (
     save_model,
 )
 from gpt1lib.corpus import FIXTURE, build_corpus, load_documents
+from gpt1lib.optim import train_step
 from gpt1lib.pretrain import pretrain
 from gpt1lib.records import provenance, read_records
 from gpt1lib.runs import load_run_model, pretrained_model
@@ -32,6 +33,22 @@ checkpoint = registry("checkpoint", CHECKPOINT)
 def _resume(c, **cfg):
     cfg = replace(c.cfg, **cfg)
     return pretrain(tiny(c.tok), c.tok, c.corpus, cfg, c.run, progress=False, resume=True)
+
+
+def _trained(c, out, stop_after=None, resume=False, **cfg):
+    """A run of the case's own, for the cases whose input is a run stopped and resumed: the
+    guard that fails a case once training starts (``bad_inputs.context``) is lifted."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.pretrain.train_step", train_step)
+        cfg = replace(c.cfg, **cfg)
+        kw = {"progress": False, "stop_after": stop_after, "resume": resume}
+        return pretrain(tiny(c.tok), c.tok, c.corpus, cfg, out, **kw)
+
+
+def _logged(run):
+    """A run's logged values by (metric, step), but its throughput (wall time)."""
+    rows = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+    return {(r["metric"], r["step"]): r["value"] for r in rows if r["metric"] != "tokens_per_s"}
 
 
 def _flip(path, n=100):
@@ -166,6 +183,16 @@ def tokenizer_of_another_vocabulary(c):
 @checkpoint(CheckpointError, match="max_lr: checkpoint 0.002 vs now 0.001")
 def resume_with_another_config(c):
     _resume(c, max_lr=1e-3)
+
+
+@checkpoint(match=r"^\[\]$")
+def resume_between_two_loss_records(c):
+    cfg = {"total_steps": 10, "log_interval": 5, "ckpt_interval": 3, "eval_interval": 5}
+    _trained(c, c.tmp / "whole", **cfg)
+    _trained(c, c.tmp / "parts", stop_after=4, **cfg)  # its checkpoint at 4, mid-record
+    _trained(c, c.tmp / "parts", resume=True, **cfg)
+    whole, parts = _logged(c.tmp / "whole"), _logged(c.tmp / "parts")
+    return [k for k, v in whole.items() if parts.get(k) != v]  # logged otherwise than whole's
 
 
 @checkpoint(warns=UserWarning, match=r"tokens-.*\.npy is damaged .*tokenising again")
