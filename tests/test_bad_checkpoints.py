@@ -25,6 +25,7 @@ from gpt1lib.optim import train_step
 from gpt1lib.pretrain import pretrain
 from gpt1lib.records import provenance, read_records
 from gpt1lib.runs import load_run_model, pretrained_model
+from gpt1lib.weights import export_hf, load_pretrained
 
 CHECKPOINT: list[Case] = []
 checkpoint = registry("checkpoint", CHECKPOINT)
@@ -89,6 +90,20 @@ def transformers_folder_as_a_checkpoint(c):
     load_run_model(c.tmp / "hf")
 
 
+@checkpoint(CheckpointError, match=r"hf/model\.safetensors is damaged .*download it again")
+def transformers_weights_truncated(c):
+    export_hf(c.model, c.tmp / "hf")  # a transformers folder, as the hub's download is
+    _truncate(c.tmp / "hf" / "model.safetensors")
+    load_pretrained(c.tmp / "hf")
+
+
+@checkpoint(CheckpointError, match=r"hf/config\.json is not valid JSON .*download it again")
+def transformers_config_json_torn(c):
+    export_hf(c.model, c.tmp / "hf")
+    (c.tmp / "hf" / "config.json").write_text('{"vocab_size": 10')
+    load_pretrained(c.tmp / "hf")
+
+
 @checkpoint(CheckpointError, match=r"model\.safetensors is damaged \(its sha256 differs")
 def model_weights_truncated(c):
     _truncate(c.log_ckpt / "model.safetensors")
@@ -101,7 +116,7 @@ def model_weights_with_100_flipped_bytes(c):
     load_run_model(c.log_ckpt)
 
 
-@checkpoint(CheckpointError, match=r"model\.safetensors is damaged .*Resume from another")
+@checkpoint(CheckpointError, match=r"model\.safetensors is damaged .*resume from another")
 def resume_from_flipped_model_weights(c):
     _flip(c.ckpt / "model.safetensors")
     _resume(c)
