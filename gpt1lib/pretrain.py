@@ -144,17 +144,35 @@ def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus, out_dir=No
     are lists), so that it compares equal to the one a checkpoint holds. The corpus is its
     texts' sha256 (a moved corpus is the same corpus) and where to find it again: "fixture",
     a hub id, or its path relative to ``out_dir`` (a moved checkout still finds it)."""
-    keep = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
     where = corpus.source
     if out_dir is not None and where and where != "fixture" and Path(where).exists():
         where = os.path.relpath(Path(where).resolve(), Path(out_dir).resolve())
     run = {
         "model": model_meta(model),
-        "pretrain": keep,
+        "pretrain": _recipe(cfg),
         "tokenizer": tokenizer.fingerprint(),
         "corpus": {"sha256": corpus.sha256, "source": where},
     }
     return json.loads(json.dumps(run))
+
+
+def _recipe(cfg: PretrainConfig) -> dict:
+    """``cfg`` but how fast the run goes and what its records call it."""
+    return {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
+
+
+def settings_diff(run_cfg: dict, model, cfg: PretrainConfig) -> list[str]:
+    """``config_diff`` of a checkpoint's ``run_config`` and a run of ``model`` with ``cfg`` in
+    what is known before the corpus is loaded: the model and the recipe (``total_steps`` only
+    where ``cfg`` gives it; epochs are counted in the corpus's blocks). A command that resumes
+    checks it first, so that another scale is refused in a second rather than after the
+    corpus is tokenised (``pretrain`` compares the rest)."""
+    old = json.loads(json.dumps({k: run_cfg.get(k) for k in ("model", "pretrain")}))
+    new = json.loads(json.dumps({"model": model_meta(model), "pretrain": _recipe(cfg)}))
+    if cfg.total_steps is None:
+        for recipe in (old["pretrain"], new["pretrain"]):
+            recipe.pop("total_steps", None)
+    return config_diff(old, new)
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:

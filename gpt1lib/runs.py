@@ -12,9 +12,10 @@ import math
 import os
 import shlex
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from .bundle import is_bundle
@@ -32,7 +33,7 @@ from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
 from .paths import shown
-from .pretrain import PretrainResult, init_distributed, pretrain
+from .pretrain import PretrainConfig, PretrainResult, init_distributed, pretrain, settings_diff
 from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
 from .tasks import unavailable
@@ -79,6 +80,41 @@ def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
         n_ctx = S.model_config().n_ctx
         return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
     return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
+
+
+def _scale_of(meta: dict) -> str | None:
+    """The scale whose model has the shape of ``meta`` (a run config's "model"): its blocks,
+    heads and width (an LSTM's units), whatever its vocabulary, context or dropout."""
+    for name, S in SCALES.items():
+        own = asdict(S.lstm_config() if meta.get("arch") == "LSTMLM" else S.model_config())
+        shape = [k for k in ("n_layer", "n_head", "n_embd", "n_hidden") if k in own]
+        if all(own[k] == meta.get("config", {}).get(k) for k in shape):
+            return name
+    return None
+
+
+def check_resume(
+    ckpt: Path, S: Scale, cfg: PretrainConfig, arch: str, asked: str, fix: str, **overrides
+) -> None:
+    """A ``CheckpointError`` unless ``ckpt`` holds a run of the model and recipe that ``asked``
+    gives (scale ``S``, ``cfg``, the model's ``overrides``), naming each difference and ``fix``.
+    Called before any data is loaded: ``pretrain`` compares the whole run config too, but only
+    once the scale's corpus is built (minutes of tokenising at cpu; offline, a hub error that
+    says nothing of the checkpoint)."""
+    run = read_state(ckpt).get("run_config")
+    if not isinstance(run, dict) or "model" not in run:
+        return  # not pretrain's checkpoint: pretrain says so
+    vocab = run["model"]["config"]["vocab_size"]  # a resume reads the checkpoint's tokenizer
+    with torch.device("meta"):  # the model's config, without memory for its weights
+        model = new_model(S, vocab, arch, **overrides)
+    diff = settings_diff(run, model, cfg)
+    if diff:
+        its = _scale_of(run["model"])
+        shape = f"the {its} scale's shape" if its else "the shape of no scale"
+        raise CheckpointError(
+            f"{ckpt} is a run of another model or recipe than {asked} (its model has {shape}); "
+            "they differ in\n  " + "\n  ".join(diff) + f"\n{fix}"
+        )
 
 
 def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, arch="gpt", **kw):
@@ -192,7 +228,13 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
     state = read_state(ckpt) if ckpt is not None else None
     if state is None or state["step"] < state["run_config"]["pretrain"]["total_steps"]:
         corpus = corpus or S.corpus
+        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
         if ckpt is not None:
+            fix = (
+                f"its settings are not the {scale} scale's now: delete {shown(run_dir)} (or pass "
+                f"another out_dir) to pre-train the {scale} scale's model afresh"
+            )
+            check_resume(ckpt, S, cfg, arch, f"the {scale} scale", fix)
             tok = load_tokenizer(str(ckpt))
         elif arch == "gpt" and is_bundle(corpus):  # its ids were made by its own tokenizer
             tok = bundle_tokenizer(corpus)
@@ -203,7 +245,6 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
             if S.tokenizer.startswith("train:"):
                 texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
             tok = load_tokenizer(S.tokenizer, texts)
-        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
         cache = Path(out_dir) / "cache"
         model, data = _model_and_corpus(S, tok, corpus, cfg.seed, cache, S.corpus_limit, arch)
         kw = {"resume": ckpt is not None, "scale": scale, "device": device, "progress": progress}
@@ -299,8 +340,20 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
     cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
+    names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
+    drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     proc = init_distributed(pick_device(args.device))
     ckpt = latest_checkpoint(args.out) if args.resume else None
+    if ckpt is not None:  # before any data is loaded
+        fix = (
+            "resume with the --scale and options the run was started with, or start the "
+            f"{args.scale} run in a new --out"
+        )
+        try:
+            asked = f"--scale {args.scale} and these options"
+            check_resume(ckpt, S, cfg, "gpt", asked, fix, **drop)
+        except CheckpointError as e:
+            p.error(f"--resume: {e}")
     spec = str(ckpt) if ckpt is not None else args.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
@@ -313,8 +366,6 @@ def main(argv: list[str] | None = None) -> PretrainResult:
             dist.barrier()
         spec = str(saved)
     tok = load_tokenizer(spec)
-    names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
-    drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     cache = Path(args.out) / "cache"
     model, data = _model_and_corpus(S, tok, corpus, args.seed, cache, limit, **drop)
     kw = {"resume": args.resume, "scale": args.scale, "device": args.device}

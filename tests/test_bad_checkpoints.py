@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from bad_inputs import Case, params, registry, run_case, tiny
+from bad_inputs import Case, Expensive, params, registry, run_case, tiny
 
 from gpt1lib import GPT1Tokenizer
 from gpt1lib.checkpoint import (
@@ -198,6 +198,22 @@ def tokenizer_of_another_vocabulary(c):
 @checkpoint(CheckpointError, match="max_lr: checkpoint 0.002 vs now 0.001")
 def resume_with_another_config(c):
     _resume(c, max_lr=1e-3)
+
+
+@checkpoint(CheckpointError, match=r"(?s)another model or recipe than the smoke scale .*delete")
+def pretrained_model_after_its_scale_changed(c):
+    run = c.tmp / "runs" / "smoke" / "pretrain"
+    shutil.copytree(c.run, run)  # a run of other smoke settings, stopped at 4 of 80 updates
+    state = json.loads((latest_checkpoint(run) / "state.json").read_text())
+    state["run_config"]["pretrain"]["total_steps"] = 80
+    (latest_checkpoint(run) / "state.json").write_text(json.dumps(state))
+
+    def tokenises(*a, **k):
+        raise Expensive("the corpus was loaded before the run was refused")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.runs.build_corpus", tokenises)
+        pretrained_model("smoke", c.tmp / "runs")
 
 
 @checkpoint(match=r"^\[\]$")

@@ -58,6 +58,11 @@ def cli_resume_on_a_mistyped_out(c):
     _cli(c, "--resume")
 
 
+@cli(ValueError, match=r"(?s)--resume: .*than --scale cpu .*smoke scale's.*n_embd: .*new --out")
+def cli_resume_at_another_scale(c):
+    _cli(c, "--scale", "cpu", "--resume", "--out", str(c.run))  # c.run: a smoke-sized run
+
+
 # ---------------------------------------------------------------- chapter parameters
 
 
