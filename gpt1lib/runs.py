@@ -8,6 +8,7 @@ weights, or any checkpoint folder ``pretrain`` wrote. ``main`` is ``python -m gp
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shlex
@@ -25,7 +26,9 @@ from .checkpoint import (
     check_model_folder,
     latest_checkpoint,
     load_model,
+    read_json,
     read_state,
+    write_json,
 )
 from .checks import dropout, positive_int
 from .corpus import build_corpus, load_documents
@@ -323,19 +326,60 @@ def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
     return p
 
 
+#: The options a command-line run was started with, in its --out (``_restart``).
+RUN_JSON = "run.json"
+
+
+def _run_options(args: argparse.Namespace) -> dict:
+    """The options that make a run what it is (not where it goes, how far this call takes it,
+    on which device, nor how it shows), as JSON reads them back."""
+    skip = ("out", "resume", "stop_after", "device", "no_progress")
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in skip}))
+
+
+def _restart(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """``--resume`` where ``--out`` holds no checkpoint: the line saying the run starts afresh
+    where ``run.json`` there holds the same options (a run stopped before its first
+    checkpoint, which a retry loop that always passes --resume must get going), else an error
+    (a mistyped --out holds none). ``run.json`` rather than the records or the tokenizer: it is
+    written before any data is loaded, so a run stopped while tokenising has one too, and it
+    holds the options, which tell this run's leftovers from another's."""
+    saved = Path(args.out) / RUN_JSON
+    if not saved.is_file():
+        p.error(
+            f"--resume: {args.out} holds no checkpoint to continue (nor the {RUN_JSON} of a run "
+            "stopped before its first: a mistyped --out?); check --out, or drop --resume to "
+            "start a new run there"
+        )
+    then, now = read_json(saved, "delete it, or drop --resume"), _run_options(args)
+    diff = [
+        f"--{k.replace('_', '-')}: {then.get(k)!r} then, {now.get(k)!r} now"
+        for k in sorted(set(then) | set(now))
+        if then.get(k) != now.get(k)
+    ]
+    if diff:
+        p.error(
+            f"--resume: {args.out} holds no checkpoint, and the run stopped there before its "
+            "first had other options:\n  " + "\n  ".join(diff) + "\nresume with the run's "
+            "options, or drop --resume to start a new run there"
+        )
+    return (
+        f"--resume: {args.out} holds no checkpoint yet, only what this run left when it stopped "
+        f"before its first ({RUN_JSON}: the same options): starting it afresh at update 0"
+    )
+
+
 def main(argv: list[str] | None = None) -> PretrainResult:
     """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): the scale gives
-    every default; ends with a summary (validation perplexity, checkpoint, how to resume)."""
+    every default; ends with a summary (validation perplexity, checkpoint, how to resume).
+    ``--out`` keeps the options in ``run.json``, written before any data is loaded, so that
+    ``--resume`` starts a run stopped before its first checkpoint afresh (``_restart``)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p = _parser(pre.parse_known_args(argv)[0].scale)
     args = p.parse_args(argv)
-    if args.resume and latest_checkpoint(args.out) is None:
-        p.error(
-            f"--resume: {args.out} holds no checkpoint to continue (a mistyped --out, or a run "
-            "stopped before its first checkpoint); check --out, or drop --resume to start a "
-            "new run there"
-        )
+    if Path(args.out).is_file():
+        p.error(f"--out {args.out} is a file: give a folder for the run")
     S, corpus, limit = SCALES[args.scale], args.corpus, args.corpus_limit
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
@@ -344,6 +388,10 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     proc = init_distributed(pick_device(args.device))
     ckpt = latest_checkpoint(args.out) if args.resume else None
+    if args.resume and ckpt is None:
+        said = _restart(p, args)
+        if proc.main:
+            print(said)
     if ckpt is not None:  # before any data is loaded
         fix = (
             "resume with the --scale and options the run was started with, or start the "
@@ -354,6 +402,8 @@ def main(argv: list[str] | None = None) -> PretrainResult:
             check_resume(ckpt, S, cfg, "gpt", asked, fix, **drop)
         except CheckpointError as e:
             p.error(f"--resume: {e}")
+    if proc.main:
+        write_json(Path(args.out) / RUN_JSON, _run_options(args))
     spec = str(ckpt) if ckpt is not None else args.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
@@ -368,7 +418,7 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     tok = load_tokenizer(spec)
     cache = Path(args.out) / "cache"
     model, data = _model_and_corpus(S, tok, corpus, args.seed, cache, limit, **drop)
-    kw = {"resume": args.resume, "scale": args.scale, "device": args.device}
+    kw = {"resume": ckpt is not None, "scale": args.scale, "device": args.device}
     kw["stop_after"] = args.stop_after
     result = pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
     if proc.main:
