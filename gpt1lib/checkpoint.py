@@ -61,12 +61,15 @@ def read_json(path: str | os.PathLike, fix: str):
         raise CheckpointError(f"{path} is not valid JSON ({type(e).__name__}: {e}); {fix}") from e
 
 
-def _damaged(path: Path, e: Exception | str) -> CheckpointError:
+#: The fix for a damaged file of a checkpoint (``_damaged``'s default).
+RESUME_ELSEWHERE = (
+    "resume from another checkpoint (delete this one), or start a new run in another out_dir"
+)
+
+
+def _damaged(path: Path, e: Exception | str, fix: str = RESUME_ELSEWHERE) -> CheckpointError:
     why = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
-    return CheckpointError(
-        f"{path} is damaged ({why}): it is not the file that was written. Resume from another "
-        "checkpoint (delete this one), or start a new run in another out_dir"
-    )
+    return CheckpointError(f"{path} is damaged ({why}): it is not the file that was written; {fix}")
 
 
 def verify_files(folder: Path, digests: dict[str, str]) -> None:
@@ -76,12 +79,15 @@ def verify_files(folder: Path, digests: dict[str, str]) -> None:
             raise _damaged(folder / name, "its sha256 differs from the one recorded at writing")
 
 
-def load_tensors(path: Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-    """A safetensors file; a ``CheckpointError`` naming it if it is truncated or not one."""
+def load_tensors(
+    path: Path, device: str | torch.device = "cpu", fix: str = RESUME_ELSEWHERE
+) -> dict[str, torch.Tensor]:
+    """A safetensors file; a ``CheckpointError`` naming it and ``fix`` if it is truncated or not
+    one (``fix``: what gets a whole one, a checkpoint's by default; a download's is another)."""
     try:
         return load_file(str(path), device=str(device))
     except Exception as e:  # safetensors' SafetensorError: truncated, or not a safetensors file
-        raise _damaged(path, e) from e
+        raise _damaged(path, e, fix) from e
 
 
 def _fsync_dir(path: Path) -> None:

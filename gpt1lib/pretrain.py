@@ -144,17 +144,35 @@ def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus, out_dir=No
     are lists), so that it compares equal to the one a checkpoint holds. The corpus is its
     texts' sha256 (a moved corpus is the same corpus) and where to find it again: "fixture",
     a hub id, or its path relative to ``out_dir`` (a moved checkout still finds it)."""
-    keep = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
     where = corpus.source
     if out_dir is not None and where and where != "fixture" and Path(where).exists():
         where = os.path.relpath(Path(where).resolve(), Path(out_dir).resolve())
     run = {
         "model": model_meta(model),
-        "pretrain": keep,
+        "pretrain": _recipe(cfg),
         "tokenizer": tokenizer.fingerprint(),
         "corpus": {"sha256": corpus.sha256, "source": where},
     }
     return json.loads(json.dumps(run))
+
+
+def _recipe(cfg: PretrainConfig) -> dict:
+    """``cfg`` but how fast the run goes and what its records call it."""
+    return {k: v for k, v in asdict(cfg).items() if k not in ("compile", "experiment")}
+
+
+def settings_diff(run_cfg: dict, model, cfg: PretrainConfig) -> list[str]:
+    """``config_diff`` of a checkpoint's ``run_config`` and a run of ``model`` with ``cfg`` in
+    what is known before the corpus is loaded: the model and the recipe (``total_steps`` only
+    where ``cfg`` gives it; epochs are counted in the corpus's blocks). A command that resumes
+    checks it first, so that another scale is refused in a second rather than after the
+    corpus is tokenised (``pretrain`` compares the rest)."""
+    old = json.loads(json.dumps({k: run_cfg.get(k) for k in ("model", "pretrain")}))
+    new = json.loads(json.dumps({"model": model_meta(model), "pretrain": _recipe(cfg)}))
+    if cfg.total_steps is None:
+        for recipe in (old["pretrain"], new["pretrain"]):
+            recipe.pop("total_steps", None)
+    return config_diff(old, new)
 
 
 def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
@@ -218,10 +236,10 @@ def _check_inputs(model, tokenizer, corpus: Corpus, cfg, proc: Dist, out_dir, st
 
 def _start(
     out_dir: Path, run_cfg: dict, resume: bool, model, opt, scaler, device
-) -> tuple[int, int, int]:
-    """(step, epoch, next batch) to start from: 0 for a new run, else the newest checkpoint's,
-    after checking that it is this run's; its model, optimiser, RNG and (float16) loss-scale
-    states are restored."""
+) -> tuple[int, int, int, dict | None]:
+    """(step, epoch, next batch, the training loss summed since the last record) to start
+    from: 0 (and None) for a new run, else the newest checkpoint's, after checking that it is
+    this run's; its model, optimiser, RNG and (float16) loss-scale states are restored."""
     ckpt = latest_checkpoint(out_dir)
     if ckpt is None:
         if resume:
@@ -231,7 +249,7 @@ def _start(
                 "if you meant to continue a run",
                 stacklevel=3,
             )
-        return 0, 0, 0
+        return 0, 0, 0, None
     if not resume:
         raise FileExistsError(
             f"{out_dir} already holds a run (newest checkpoint {ckpt.name}): "
@@ -250,7 +268,8 @@ def _start(
     state = load_checkpoint(ckpt, model, opt, device)
     if scaler is not None and "grad_scaler" in state:  # else a run begun in bf16 or float32
         scaler.load_state_dict(state["grad_scaler"])
-    return state["step"], state["epoch"], state["next_batch"]
+    since = state.get("loss_since_log")  # None in a checkpoint from before it was kept
+    return state["step"], state["epoch"], state["next_batch"], since
 
 
 def _micro_losses(net, rows: torch.Tensor, micro: int, device, precision: Precision, ddp: bool):
@@ -304,7 +323,7 @@ def pretrain(
     opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
     precision = pick_precision(device, cfg.bf16)
     scaler = precision.scaler(device)
-    step, epoch, batch_index = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
+    step, epoch, batch_index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
     first = step
     net = model
     if proc.world > 1:
@@ -312,7 +331,7 @@ def pretrain(
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     net = torch.compile(net) if cfg.compile else net
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
-    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus)
+    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
     data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
     end = total_steps if stop_after is None else min(total_steps, step + stop_after)
     log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints))
@@ -329,6 +348,7 @@ def pretrain(
             tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
         if step % cfg.ckpt_interval == 0 or step == end:
             state = {"step": step, "epoch": epoch, "next_batch": batch_index + 1}
+            state["loss_since_log"] = log.since_log()  # the next record's share from before
             if scaler is not None:  # float16's loss scale, which a resumed run goes on from
                 state["grad_scaler"] = scaler.state_dict()
             if proc.main:
@@ -343,10 +363,27 @@ def pretrain(
 
 class _Logger:
     """A run's progress bar and records, appended to ``records.jsonl``: training loss,
-    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``."""
+    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``.
+
+    A training-loss record averages the updates since the one before, which may straddle a
+    resume (a checkpoint every 12 updates, a record every 5): ``since`` is the checkpoint's
+    sum of the losses before it and the update the sum started after (``since_log``), so
+    that the record after a resume averages the same updates as an uninterrupted run's (it
+    averaged only those after the resume). Without it (a new run, or a checkpoint from
+    before it was kept) the sum starts at the resume, as it used to."""
 
     def __init__(
-        self, out_dir: Path, cfg, run_cfg: dict, step, proc: Dist, device, scale, progress, corpus
+        self,
+        out_dir: Path,
+        cfg,
+        run_cfg: dict,
+        step,
+        proc: Dist,
+        device,
+        scale,
+        progress,
+        corpus,
+        since: dict | None = None,
     ):
         self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
         if proc.main:  # what was logged after the checkpoint is logged again from it
@@ -363,8 +400,10 @@ class _Logger:
             **provenance(device),
         }
         self.t0 = self.last_t = time.perf_counter()
-        self.last_step = step
-        self.loss_sum = torch.zeros((), device=device)
+        self.timed_from = step  # the update last_t was taken at: throughput counts this process's
+        since = since or {"step": step, "sum": 0.0}
+        self.last_step = since["step"]  # the update the loss sum started after
+        self.loss_sum = torch.tensor(float(since["sum"]), device=device)
         self.val_loss: float | None = None
         on = progress and proc.main
         self.bar = progress_bar(
@@ -375,21 +414,31 @@ class _Logger:
         wall = time.perf_counter() - self.t0
         return make_record(metric, value, step=step, wall_time=wall, **self.base, **fields)
 
+    def since_log(self) -> dict:
+        """What a checkpoint keeps for the next training-loss record: the loss summed since the
+        last record (the whole batch's under DDP) and the update the sum started after."""
+        return {"step": self.last_step, "sum": self._loss_sum()}
+
+    def _loss_sum(self) -> float:
+        total = self.loss_sum.clone()
+        if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
+            dist.all_reduce(total)
+            total /= self.proc.world
+        return total.item()
+
     def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
         """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
         cfg, recs = self.cfg, []
         self.loss_sum += loss
         self.bar.update(1)
         if step % cfg.log_interval == 0 or step == end:
-            n = step - self.last_step
-            if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
-                dist.all_reduce(self.loss_sum)
-                self.loss_sum /= self.proc.world
             now = time.perf_counter()
-            train_loss = self.loss_sum.item() / n
-            tok_s = n * self.tokens_per_step / (now - self.last_t)
-            self.loss_sum.zero_()
-            self.last_t, self.last_step = now, step
+            train_loss = self._loss_sum() / (step - self.last_step)
+            tok_s = (step - self.timed_from) * self.tokens_per_step / (now - self.last_t)
+            self.last_t, self.timed_from = now, step
+            if step % cfg.log_interval == 0:  # else a stop part-way (stop_after): the sum goes
+                self.loss_sum.zero_()  # on in its checkpoint, as in a run that did not stop
+                self.last_step = step
             self.bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
             recs += [
                 self.record("train_loss", train_loss, step, split="train"),

@@ -8,13 +8,15 @@ weights, or any checkpoint folder ``pretrain`` wrote. ``main`` is ``python -m gp
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shlex
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from .bundle import is_bundle
@@ -24,7 +26,9 @@ from .checkpoint import (
     check_model_folder,
     latest_checkpoint,
     load_model,
+    read_json,
     read_state,
+    write_json,
 )
 from .checks import dropout, positive_int
 from .corpus import build_corpus, load_documents
@@ -32,7 +36,7 @@ from .fast import FastGPT
 from .finetune import FinetuneConfig, FinetuneResult, run_task
 from .lstm import LSTMLM
 from .paths import shown
-from .pretrain import PretrainResult, init_distributed, pretrain
+from .pretrain import PretrainConfig, PretrainResult, init_distributed, pretrain, settings_diff
 from .runtime import pick_device, seed_everything
 from .scales import SCALES, Scale
 from .tasks import unavailable
@@ -79,6 +83,41 @@ def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
         n_ctx = S.model_config().n_ctx
         return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
     return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
+
+
+def _scale_of(meta: dict) -> str | None:
+    """The scale whose model has the shape of ``meta`` (a run config's "model"): its blocks,
+    heads and width (an LSTM's units), whatever its vocabulary, context or dropout."""
+    for name, S in SCALES.items():
+        own = asdict(S.lstm_config() if meta.get("arch") == "LSTMLM" else S.model_config())
+        shape = [k for k in ("n_layer", "n_head", "n_embd", "n_hidden") if k in own]
+        if all(own[k] == meta.get("config", {}).get(k) for k in shape):
+            return name
+    return None
+
+
+def check_resume(
+    ckpt: Path, S: Scale, cfg: PretrainConfig, arch: str, asked: str, fix: str, **overrides
+) -> None:
+    """A ``CheckpointError`` unless ``ckpt`` holds a run of the model and recipe that ``asked``
+    gives (scale ``S``, ``cfg``, the model's ``overrides``), naming each difference and ``fix``.
+    Called before any data is loaded: ``pretrain`` compares the whole run config too, but only
+    once the scale's corpus is built (minutes of tokenising at cpu; offline, a hub error that
+    says nothing of the checkpoint)."""
+    run = read_state(ckpt).get("run_config")
+    if not isinstance(run, dict) or "model" not in run:
+        return  # not pretrain's checkpoint: pretrain says so
+    vocab = run["model"]["config"]["vocab_size"]  # a resume reads the checkpoint's tokenizer
+    with torch.device("meta"):  # the model's config, without memory for its weights
+        model = new_model(S, vocab, arch, **overrides)
+    diff = settings_diff(run, model, cfg)
+    if diff:
+        its = _scale_of(run["model"])
+        shape = f"the {its} scale's shape" if its else "the shape of no scale"
+        raise CheckpointError(
+            f"{ckpt} is a run of another model or recipe than {asked} (its model has {shape}); "
+            "they differ in\n  " + "\n  ".join(diff) + f"\n{fix}"
+        )
 
 
 def _model_and_corpus(S: Scale, tok, corpus, seed: int, cache_dir, limit=None, arch="gpt", **kw):
@@ -190,7 +229,13 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
     state = read_state(ckpt) if ckpt is not None else None
     if state is None or state["step"] < state["run_config"]["pretrain"]["total_steps"]:
         corpus = corpus or S.corpus
+        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
         if ckpt is not None:
+            fix = (
+                f"its settings are not the {scale} scale's now: delete {shown(run_dir)} (or pass "
+                f"another out_dir) to pre-train the {scale} scale's model afresh"
+            )
+            check_resume(ckpt, S, cfg, arch, f"the {scale} scale", fix)
             tok = load_tokenizer(str(ckpt))
         elif arch == "gpt" and is_bundle(corpus):  # its ids were made by its own tokenizer
             tok = bundle_tokenizer(corpus)
@@ -201,7 +246,6 @@ def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
             if S.tokenizer.startswith("train:"):
                 texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
             tok = load_tokenizer(S.tokenizer, texts)
-        cfg = replace(S.pretrain, experiment=f"pretrain:{arch}")
         cache = Path(out_dir) / "cache"
         model, data = _model_and_corpus(S, tok, corpus, cfg.seed, cache, S.corpus_limit, arch)
         kw = {"resume": ckpt is not None, "scale": scale, "device": device, "progress": progress}
@@ -280,25 +324,84 @@ def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
     return p
 
 
+#: The options a command-line run was started with, in its --out (``_restart``).
+RUN_JSON = "run.json"
+
+
+def _run_options(args: argparse.Namespace) -> dict:
+    """The options that make a run what it is (not where it goes, how far this call takes it,
+    on which device, nor how it shows), as JSON reads them back."""
+    skip = ("out", "resume", "stop_after", "device", "no_progress")
+    return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in skip}))
+
+
+def _restart(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """``--resume`` where ``--out`` holds no checkpoint: the line saying the run starts afresh
+    where ``run.json`` there holds the same options (a run stopped before its first
+    checkpoint, which a retry loop that always passes --resume must get going), else an error
+    (a mistyped --out holds none). ``run.json`` rather than the records or the tokenizer: it is
+    written before any data is loaded, so a run stopped while tokenising has one too, and it
+    holds the options, which tell this run's leftovers from another's."""
+    saved = Path(args.out) / RUN_JSON
+    if not saved.is_file():
+        p.error(
+            f"--resume: {args.out} holds no checkpoint to continue (nor the {RUN_JSON} of a run "
+            "stopped before its first: a mistyped --out?); check --out, or drop --resume to "
+            "start a new run there"
+        )
+    then, now = read_json(saved, "delete it, or drop --resume"), _run_options(args)
+    diff = [
+        f"--{k.replace('_', '-')}: {then.get(k)!r} then, {now.get(k)!r} now"
+        for k in sorted(set(then) | set(now))
+        if then.get(k) != now.get(k)
+    ]
+    if diff:
+        p.error(
+            f"--resume: {args.out} holds no checkpoint, and the run stopped there before its "
+            "first had other options:\n  " + "\n  ".join(diff) + "\nresume with the run's "
+            "options, or drop --resume to start a new run there"
+        )
+    return (
+        f"--resume: {args.out} holds no checkpoint yet, only what this run left when it stopped "
+        f"before its first ({RUN_JSON}: the same options): starting it afresh at update 0"
+    )
+
+
 def main(argv: list[str] | None = None) -> PretrainResult:
     """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): the scale gives
-    every default; ends with a summary (validation perplexity, checkpoint, how to resume)."""
+    every default; ends with a summary (validation perplexity, checkpoint, how to resume).
+    ``--out`` keeps the options in ``run.json``, written before any data is loaded, so that
+    ``--resume`` starts a run stopped before its first checkpoint afresh (``_restart``)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p = _parser(pre.parse_known_args(argv)[0].scale)
     args = p.parse_args(argv)
-    if args.resume and latest_checkpoint(args.out) is None:
-        p.error(
-            f"--resume: {args.out} holds no checkpoint to continue (a mistyped --out, or a run "
-            "stopped before its first checkpoint); check --out, or drop --resume to start a "
-            "new run there"
-        )
+    if Path(args.out).is_file():
+        p.error(f"--out {args.out} is a file: give a folder for the run")
     S, corpus, limit = SCALES[args.scale], args.corpus, args.corpus_limit
     given = {"total_steps": args.steps, "seed": args.seed}
     given |= {k: getattr(args, k) for k in ("batch_size", "micro_batch_size", "ckpt_interval")}
     cfg = replace(S.pretrain, **{k: v for k, v in given.items() if v is not None})
+    names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
+    drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     proc = init_distributed(pick_device(args.device))
     ckpt = latest_checkpoint(args.out) if args.resume else None
+    if args.resume and ckpt is None:
+        said = _restart(p, args)
+        if proc.main:
+            print(said)
+    if ckpt is not None:  # before any data is loaded
+        fix = (
+            "resume with the --scale and options the run was started with, or start the "
+            f"{args.scale} run in a new --out"
+        )
+        try:
+            asked = f"--scale {args.scale} and these options"
+            check_resume(ckpt, S, cfg, "gpt", asked, fix, **drop)
+        except CheckpointError as e:
+            p.error(f"--resume: {e}")
+    if proc.main:
+        write_json(Path(args.out) / RUN_JSON, _run_options(args))
     spec = str(ckpt) if ckpt is not None else args.tokenizer
     if spec.startswith("train:"):
         # BPE training breaks ties in an order that can change between runs: learn the merges
@@ -311,11 +414,9 @@ def main(argv: list[str] | None = None) -> PretrainResult:
             dist.barrier()
         spec = str(saved)
     tok = load_tokenizer(spec)
-    names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
-    drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     cache = Path(args.out) / "cache"
     model, data = _model_and_corpus(S, tok, corpus, args.seed, cache, limit, **drop)
-    kw = {"resume": args.resume, "scale": args.scale, "device": args.device}
+    kw = {"resume": ckpt is not None, "scale": args.scale, "device": args.device}
     kw["stop_after"] = args.stop_after
     result = pretrain(model, tok, data, cfg, args.out, progress=not args.no_progress, **kw)
     if proc.main:

@@ -23,9 +23,9 @@ from pathlib import Path
 import huggingface_hub
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from .checkpoint import atomic_path
+from .checkpoint import atomic_path, load_tensors, read_json
 from .model import GPT, GPTConfig
 
 HUB_ID = "openai-community/openai-gpt"
@@ -135,6 +135,8 @@ def load_pretrained(
     """The released GPT-1 from the hub id ``source`` or a local folder with the same files.
 
     ``config_overrides`` change fields that do not touch the weights (dropout, embd_dropout).
+    A file that is not whole (a download cut short) is a ``CheckpointError`` naming it, as a
+    damaged checkpoint's file is, with the fix: download it again.
     """
     folder = Path(source)
     if folder.is_dir():
@@ -157,8 +159,21 @@ def load_pretrained(
             "Download config.json and model.safetensors of that repository on a machine that "
             "reaches the hub and pass their folder: load_pretrained('/path/to/openai-gpt')",
         )
-    cfg = replace(config_from_hf(json.loads(config_path.read_text())), **config_overrides)
-    return load_state_dict_hf(GPT(cfg), load_file(str(weights_path)))
+    hf = read_json(config_path, _download_again(config_path, source))
+    cfg = replace(config_from_hf(hf), **config_overrides)
+    tensors = load_tensors(weights_path, fix=_download_again(weights_path, source))
+    return load_state_dict_hf(GPT(cfg), tensors)
+
+
+def _download_again(path: Path, source) -> str:
+    """The fix for a file of ``load_pretrained``'s that is not whole (a download cut short):
+    fetch it anew, from the hub or into the local folder."""
+    if Path(source).is_dir():
+        return f"download it again into {path.parent} (GPT-1's: the hub repository {HUB_ID})"
+    return (
+        f"download it again: huggingface_hub.hf_hub_download({str(source)!r}, {path.name!r}, "
+        "force_download=True)"
+    )
 
 
 def export_hf(model: GPT, folder: str | os.PathLike) -> Path:

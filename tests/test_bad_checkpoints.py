@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from bad_inputs import Case, params, registry, run_case, tiny
+from bad_inputs import Case, Expensive, params, registry, run_case, tiny
 
 from gpt1lib import GPT1Tokenizer
 from gpt1lib.checkpoint import (
@@ -21,9 +21,11 @@ from gpt1lib.checkpoint import (
     save_model,
 )
 from gpt1lib.corpus import FIXTURE, build_corpus, load_documents
+from gpt1lib.optim import train_step
 from gpt1lib.pretrain import pretrain
 from gpt1lib.records import provenance, read_records
 from gpt1lib.runs import load_run_model, pretrained_model
+from gpt1lib.weights import export_hf, load_pretrained
 
 CHECKPOINT: list[Case] = []
 checkpoint = registry("checkpoint", CHECKPOINT)
@@ -32,6 +34,22 @@ checkpoint = registry("checkpoint", CHECKPOINT)
 def _resume(c, **cfg):
     cfg = replace(c.cfg, **cfg)
     return pretrain(tiny(c.tok), c.tok, c.corpus, cfg, c.run, progress=False, resume=True)
+
+
+def _trained(c, out, stop_after=None, resume=False, **cfg):
+    """A run of the case's own, for the cases whose input is a run stopped and resumed: the
+    guard that fails a case once training starts (``bad_inputs.context``) is lifted."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.pretrain.train_step", train_step)
+        cfg = replace(c.cfg, **cfg)
+        kw = {"progress": False, "stop_after": stop_after, "resume": resume}
+        return pretrain(tiny(c.tok), c.tok, c.corpus, cfg, out, **kw)
+
+
+def _logged(run):
+    """A run's logged values by (metric, step), but its throughput (wall time)."""
+    rows = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+    return {(r["metric"], r["step"]): r["value"] for r in rows if r["metric"] != "tokens_per_s"}
 
 
 def _flip(path, n=100):
@@ -72,6 +90,20 @@ def transformers_folder_as_a_checkpoint(c):
     load_run_model(c.tmp / "hf")
 
 
+@checkpoint(CheckpointError, match=r"hf/model\.safetensors is damaged .*download it again")
+def transformers_weights_truncated(c):
+    export_hf(c.model, c.tmp / "hf")  # a transformers folder, as the hub's download is
+    _truncate(c.tmp / "hf" / "model.safetensors")
+    load_pretrained(c.tmp / "hf")
+
+
+@checkpoint(CheckpointError, match=r"hf/config\.json is not valid JSON .*download it again")
+def transformers_config_json_torn(c):
+    export_hf(c.model, c.tmp / "hf")
+    (c.tmp / "hf" / "config.json").write_text('{"vocab_size": 10')
+    load_pretrained(c.tmp / "hf")
+
+
 @checkpoint(CheckpointError, match=r"model\.safetensors is damaged \(its sha256 differs")
 def model_weights_truncated(c):
     _truncate(c.log_ckpt / "model.safetensors")
@@ -84,7 +116,7 @@ def model_weights_with_100_flipped_bytes(c):
     load_run_model(c.log_ckpt)
 
 
-@checkpoint(CheckpointError, match=r"model\.safetensors is damaged .*Resume from another")
+@checkpoint(CheckpointError, match=r"model\.safetensors is damaged .*resume from another")
 def resume_from_flipped_model_weights(c):
     _flip(c.ckpt / "model.safetensors")
     _resume(c)
@@ -166,6 +198,32 @@ def tokenizer_of_another_vocabulary(c):
 @checkpoint(CheckpointError, match="max_lr: checkpoint 0.002 vs now 0.001")
 def resume_with_another_config(c):
     _resume(c, max_lr=1e-3)
+
+
+@checkpoint(CheckpointError, match=r"(?s)another model or recipe than the smoke scale .*delete")
+def pretrained_model_after_its_scale_changed(c):
+    run = c.tmp / "runs" / "smoke" / "pretrain"
+    shutil.copytree(c.run, run)  # a run of other smoke settings, stopped at 4 of 80 updates
+    state = json.loads((latest_checkpoint(run) / "state.json").read_text())
+    state["run_config"]["pretrain"]["total_steps"] = 80
+    (latest_checkpoint(run) / "state.json").write_text(json.dumps(state))
+
+    def tokenises(*a, **k):
+        raise Expensive("the corpus was loaded before the run was refused")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.runs.build_corpus", tokenises)
+        pretrained_model("smoke", c.tmp / "runs")
+
+
+@checkpoint(match=r"^\[\]$")
+def resume_between_two_loss_records(c):
+    cfg = {"total_steps": 10, "log_interval": 5, "ckpt_interval": 3, "eval_interval": 5}
+    _trained(c, c.tmp / "whole", **cfg)
+    _trained(c, c.tmp / "parts", stop_after=4, **cfg)  # its checkpoint at 4, mid-record
+    _trained(c, c.tmp / "parts", resume=True, **cfg)
+    whole, parts = _logged(c.tmp / "whole"), _logged(c.tmp / "parts")
+    return [k for k, v in whole.items() if parts.get(k) != v]  # logged otherwise than whole's
 
 
 @checkpoint(warns=UserWarning, match=r"tokens-.*\.npy is damaged .*tokenising again")

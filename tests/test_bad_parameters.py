@@ -6,7 +6,7 @@ import ast
 import json
 
 import pytest
-from bad_inputs import Case, params, registry, run_case
+from bad_inputs import Case, Expensive, params, registry, run_case
 
 from gpt1lib.checks import check_parameters
 from gpt1lib.reproduce import ROOT
@@ -56,6 +56,48 @@ def cli_dropout_above_one(c):
 @cli(ValueError, match="--resume: .*cli holds no checkpoint to continue .* drop --resume")
 def cli_resume_on_a_mistyped_out(c):
     _cli(c, "--resume")
+
+
+@cli(ValueError, match="--out .*README.md is a file: give a folder for the run")
+def cli_out_is_a_file(c):
+    (c.tmp / "README.md").write_text("notes")
+    _cli(c, "--out", str(c.tmp / "README.md"))
+
+
+def _stopped_before_its_first_checkpoint(c, *args):
+    """--out c.tmp/cli as a run leaves it when stopped before its first checkpoint: the guard
+    that fails a case once pre-training starts stands for the kill (tokenizer and cache made)."""
+    try:
+        _cli(c, *args)
+    except Expensive:
+        return c.capsys.readouterr().out
+
+
+@cli(match=r"--resume: .*cli holds no checkpoint yet.*starting it afresh at update 0")
+def cli_resume_a_run_stopped_before_its_first_checkpoint(c):
+    _stopped_before_its_first_checkpoint(c, "--steps", "24")
+    return _stopped_before_its_first_checkpoint(c, "--steps", "24", "--resume")
+
+
+@cli(
+    ValueError,
+    match=r"(?s)--resume: .*cli holds no checkpoint.*other options.*--steps: 24 then, 30 now",
+)
+def cli_resume_before_the_first_checkpoint_with_other_options(c):
+    _stopped_before_its_first_checkpoint(c, "--steps", "24")
+    _cli(c, "--steps", "30", "--resume")
+
+
+@cli(ValueError, match="--resume: .*books holds no checkpoint to continue .* drop --resume")
+def cli_resume_on_a_folder_of_other_files(c):
+    (c.tmp / "books").mkdir()
+    (c.tmp / "books" / "a.txt").write_text("Once upon a time.")
+    _cli(c, "--resume", "--out", str(c.tmp / "books"))
+
+
+@cli(ValueError, match=r"(?s)--resume: .*than --scale cpu .*smoke scale's.*n_embd: .*new --out")
+def cli_resume_at_another_scale(c):
+    _cli(c, "--scale", "cpu", "--resume", "--out", str(c.run))  # c.run: a smoke-sized run
 
 
 # ---------------------------------------------------------------- chapter parameters

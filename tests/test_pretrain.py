@@ -120,7 +120,16 @@ def test_a_run_whose_gradients_are_all_zero_stops_at_its_first_update(
     assert latest_checkpoint(tmp_path) is None
 
 
+def _logged(run: Path, metrics=("train_loss", "val_loss", "lr")) -> dict:
+    """A run's logged values by (metric, step): what a resumed run must log as one that was
+    never interrupted (tokens_per_s is wall time, and differs)."""
+    rows = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+    return {(r["metric"], r["step"]): r["value"] for r in rows if r["metric"] in metrics}
+
+
 def test_resume_in_parts_equals_one_run(tok, corpus, tmp_path):
+    """Stopped at update 13, between two training-loss records (every 5): the record at 15
+    still averages updates 11-15, as the uninterrupted run's does."""
     cfg = replace(SMOKE, total_steps=30, ckpt_interval=10, eval_interval=10)
     a = _model(tok)
     pretrain(a, tok, corpus, cfg, tmp_path / "a", progress=False)
@@ -130,6 +139,8 @@ def test_resume_in_parts_equals_one_run(tok, corpus, tmp_path):
     pretrain(b, tok, corpus, cfg, tmp_path / "b", progress=False, resume=True)
     for k, v in a.state_dict().items():
         assert torch.equal(v, b.state_dict()[k]), k
+    a, b = _logged(tmp_path / "a"), _logged(tmp_path / "b")
+    assert {k: b[k] for k in a} == a  # b also logged update 13, where its first part stopped
 
 
 def test_float16_resume_goes_on_from_the_saved_loss_scale(tok, corpus, tmp_path, monkeypatch):
@@ -169,7 +180,10 @@ def _cli(out: Path, tok_dir: Path, *args: str, **kw) -> subprocess.Popen:
 
 
 def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, tok_dir):
-    steps = ["--steps", "300", "--ckpt-interval", "25"]
+    """Checkpoints every 64 updates, the training loss logged every 5 (smoke's): no checkpoint
+    before the end falls on a log step (64 x 5 > 300), so the resume always starts mid-way
+    through a logged average, and must log the same losses as the uninterrupted run."""
+    steps = ["--steps", "300", "--ckpt-interval", "64"]
     full = _cli(tmp_path / "full", tok_dir, *steps)
     killed = _cli(tmp_path / "killed", tok_dir, *steps)
     deadline = time.time() + 120
@@ -182,7 +196,7 @@ def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, tok_dir):
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     stopped_at = json.loads(pointer.read_text())["step"]
-    assert 50 <= stopped_at < 300
+    assert 50 <= stopped_at < 300 and stopped_at % SMOKE.log_interval
     resumed = _cli(tmp_path / "killed", tok_dir, *steps, "--resume")
     assert resumed.wait() == 0, resumed.stdout.read().decode()[-2000:]
     assert full.wait() == 0, full.stdout.read().decode()[-2000:]
@@ -195,6 +209,10 @@ def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, tok_dir):
     rows = [json.loads(x) for x in (tmp_path / "killed/records.jsonl").read_text().splitlines()]
     logged = [(r["metric"], r["step"]) for r in rows]
     assert len(logged) == len(set(logged)) and ("train_loss", 300) in logged
+    # and the losses logged after the resume are the uninterrupted run's, bit for bit
+    after = {k: v for k, v in _logged(tmp_path / "killed").items() if k[1] > stopped_at}
+    assert after == {k: v for k, v in _logged(tmp_path / "full").items() if k[1] > stopped_at}
+    assert _logged(tmp_path / "killed") == _logged(tmp_path / "full")
 
 
 def test_interrupted_checkpoint_write_leaves_the_previous_one(tok, corpus, tmp_path, monkeypatch):

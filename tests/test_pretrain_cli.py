@@ -56,3 +56,35 @@ def test_defaults_follow_the_scale_and_every_flag_has_help(scale):
     for action in p._actions:
         assert action.help, action.dest
     assert "(default: " in p.format_help()
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_afresh(
+    books, tmp_path, capsys, monkeypatch
+):
+    """A retry loop passes --resume every time: a run killed at update 10, before its first
+    checkpoint (at the end, 24), starts again from update 0 and finishes; its records hold
+    each step once."""
+    import gpt1lib.pretrain as pt
+
+    out = tmp_path / "run"
+    argv = ["--corpus", str(books), "--out", str(out), "--no-progress", "--steps", "24"]
+    real, calls = pt.train_step, []
+
+    def killed_at_10(*a, **k):
+        calls.append(1)
+        if len(calls) == 10:
+            raise KeyboardInterrupt("killed")
+        return real(*a, **k)
+
+    monkeypatch.setattr(pt, "train_step", killed_at_10)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    monkeypatch.undo()
+    assert not (out / "checkpoints").exists() and (out / "records.jsonl").is_file()
+    capsys.readouterr()
+    again = main([*argv, "--resume"])
+    said = capsys.readouterr().out
+    assert f"--resume: {out} holds no checkpoint yet" in said and "afresh at update 0" in said
+    assert again.step == 24
+    steps = list(zip(again.history.metric, again.history.step, strict=True))
+    assert len(steps) == len(set(steps)) and ("train_loss", 5) in steps
