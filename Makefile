@@ -32,14 +32,14 @@ test: install lint
 # With BUDGET=<minutes>: the chapters' training in one process, planned to fit that much
 # accelerator time (the plan is printed first); nothing is installed (a machine without a
 # network) and the book is built afterwards, on any machine, with `make book`. DATA may be a
-# bundle (python -m gpt1lib.bundle), which is then the corpus too.
+# bundle (python -m gpt1lib.harness.bundle), which is then the corpus too.
 SCALE ?= small
 DATA ?= ../shared/data
 CORPUS ?= $(if $(wildcard $(DATA)/manifest.json),$(DATA),$(DATA)/corpus/gutenberg_novels)
 FORCE ?=
 BUDGET ?=
 record: $(if $(BUDGET),,install)
-	$(PYTHON) -m gpt1lib.reproduce --scale $(SCALE) --source $(abspath $(DATA)) \
+	$(PYTHON) -m gpt1lib.harness.reproduce --scale $(SCALE) --source $(abspath $(DATA)) \
 		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) \
 		$(if $(BUDGET),--budget $(BUDGET),--book)
 

@@ -18,10 +18,10 @@ with warnings.catch_warnings():  # "IProgress not found": only that tqdm.auto ha
     importlib.import_module("tqdm.auto")
 
 from .fast import FastGPT  # noqa: E402
-from .model import GPT, PRESETS, SPECIAL_TOKENS, GPTConfig, GPTOutput, lm_loss, preset  # noqa: E402
+from .model import GPT, PRESETS, GPTConfig, GPTOutput, lm_loss, preset  # noqa: E402
 from .runtime import show_data_warnings_in_one_line  # noqa: E402
 from .tasks import DataWarning  # noqa: E402
-from .tokenizer import GPT1Tokenizer  # noqa: E402
+from .tokenizer import SPECIAL_TOKENS, GPT1Tokenizer  # noqa: E402
 
 show_data_warnings_in_one_line(DataWarning)
 

@@ -1,33 +1,40 @@
-"""Files a run writes: atomically, and read back with a clear error when they are not right.
+"""Models and resumable checkpoints, written atomically (``files``) and checked when read back.
 
-Every file is written beside its place and renamed onto it (``atomic_path``), so that a crash
-leaves the old file or the new one, never half of one. A model is ``model.safetensors`` plus
+A model is ``model.safetensors`` plus
 ``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
 temporary name and renamed into place, with everything a pre-training run needs to go on exactly
 where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's
 config, float16's loss scale and the tokenizer. Every file's sha256 is kept beside it
 (``state.json``; a model folder's ``model.json``) and checked when it is read back, so a damaged
-file is an error that names it, never weights that train on silently; ``clean_leftovers``
-removes what a crash mid-write left."""
+file is an error that names it, never weights that train on silently (``files``). ``load_run``
+gives a checkpoint folder's model and tokenizer, checked to belong together."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import os
-import re
 import shutil
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
+from .files import (
+    CheckpointError,
+    clean_leftovers,
+    damaged,
+    file_sha256,
+    fsync_dir,
+    load_tensors,
+    read_json,
+    verify_files,
+    write_json,
+    write_tensors,
+)
 from .lstm import LSTMLM, LSTMConfig
 from .model import GPT, GPTConfig
+from .tokenizer import GPT1Tokenizer
 
 MODEL_FILE, MODEL_META = "model.safetensors", "model.json"
 #: The model classes a ``model.json`` may name (a ``fast.FastGPT`` is saved as a GPT).
@@ -40,97 +47,6 @@ ARCHITECTURES: dict[str, tuple[type, type]] = {
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(ValueError):
-    """A checkpoint folder is not a checkpoint, is damaged, or does not belong to this run."""
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file's bytes, as hex."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def read_json(path: str | os.PathLike, fix: str):
-    """The JSON in ``path``; a ``CheckpointError`` naming it and ``fix`` if it is not JSON."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({type(e).__name__}: {e}); {fix}") from e
-
-
-#: The fix for a damaged file of a checkpoint (``_damaged``'s default).
-RESUME_ELSEWHERE = (
-    "resume from another checkpoint (delete this one), or start a new run in another out_dir"
-)
-
-
-def _damaged(path: Path, e: Exception | str, fix: str = RESUME_ELSEWHERE) -> CheckpointError:
-    why = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
-    return CheckpointError(f"{path} is damaged ({why}): it is not the file that was written; {fix}")
-
-
-def verify_files(folder: Path, digests: dict[str, str]) -> None:
-    """Check each file of ``folder`` named in ``digests`` against its recorded sha256."""
-    for name, digest in digests.items():
-        if file_sha256(folder / name) != digest:
-            raise _damaged(folder / name, "its sha256 differs from the one recorded at writing")
-
-
-def load_tensors(
-    path: Path, device: str | torch.device = "cpu", fix: str = RESUME_ELSEWHERE
-) -> dict[str, torch.Tensor]:
-    """A safetensors file; a ``CheckpointError`` naming it and ``fix`` if it is truncated or not
-    one (``fix``: what gets a whole one, a checkpoint's by default; a download's is another)."""
-    try:
-        return load_file(str(path), device=str(device))
-    except Exception as e:  # safetensors' SafetensorError: truncated, or not a safetensors file
-        raise _damaged(path, e, fix) from e
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside ``path`` to write to; when the block ends without an error it is
-    synced and renamed onto ``path``, else removed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_json(path: str | os.PathLike, obj) -> None:
-    """``obj`` as indented JSON at ``path``, atomically."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1))
-
-
-def _write_tensors(path: Path, tensors: dict) -> str:
-    """``tensors`` (on any device) as a safetensors file at ``path``, atomically; its sha256."""
-    with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
-        digest = file_sha256(tmp)
-    return digest
-
-
-# ---------------------------------------------------------------- a model
-
-
 def model_meta(model) -> dict:
     """What rebuilds ``model``: its class name and its config."""
     arch = "GPT" if isinstance(model, GPT) else type(model).__name__
@@ -141,7 +57,7 @@ def save_model(model, folder: str | os.PathLike) -> Path:
     """Write ``model`` (a GPT or the LSTM baseline) as ``model.safetensors`` + ``model.json``
     (its class, config and the weights' sha256)."""
     folder = Path(folder)
-    digest = _write_tensors(folder / MODEL_FILE, model.state_dict())
+    digest = write_tensors(folder / MODEL_FILE, model.state_dict())
     write_json(folder / MODEL_META, model_meta(model) | {"sha256": digest})
     return folder
 
@@ -189,9 +105,23 @@ def load_model(folder: str | os.PathLike, device: str | torch.device = "cpu"):
         ) from e
     path = folder / MODEL_FILE
     if "sha256" in meta and file_sha256(path) != meta["sha256"]:
-        raise _damaged(path, f"its sha256 differs from the one in {MODEL_META}")
+        raise damaged(path, f"its sha256 differs from the one in {MODEL_META}")
     _load_weights(model, load_tensors(path, device), path)
     return model
+
+
+def load_run(folder: str | os.PathLike, device: str | torch.device = "cpu"):
+    """The model and tokenizer of a checkpoint folder written by ``pretrain`` (a resumable
+    checkpoint, or one of the log-spaced ones), checked to belong together."""
+    model = load_model(folder, device)
+    tok = GPT1Tokenizer.load(folder)
+    if tok.vocab_size != model.config.vocab_size:
+        raise CheckpointError(
+            f"{folder}: its tokenizer has {tok.vocab_size} tokens but its model "
+            f"{model.config.vocab_size}: the two were not saved together; use a folder "
+            "written by pretrain"
+        )
+    return model, tok
 
 
 def _load_weights(model, tensors: dict, path: Path) -> None:
@@ -226,7 +156,7 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
     tensors["rng.torch"] = torch.get_rng_state()
     if torch.cuda.is_available():
         tensors |= {f"rng.cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())}
-    digests = {"train_state.safetensors": _write_tensors(tmp / "train_state.safetensors", tensors)}
+    digests = {"train_state.safetensors": write_tensors(tmp / "train_state.safetensors", tensors)}
     digests[MODEL_FILE] = json.loads((tmp / MODEL_META).read_text())["sha256"]  # hashed once
     tokenizer.save(tmp)
     others = [n for n in CHECKPOINT_FILES if n != "state.json"]
@@ -236,7 +166,7 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
     if folder.exists():
         os.rename(folder, old)
     os.rename(tmp, folder)
-    _fsync_dir(folder.parent)
+    fsync_dir(folder.parent)
     shutil.rmtree(old, ignore_errors=True)
     return folder
 
@@ -300,45 +230,6 @@ def load_checkpoint(folder: Path, model, opt, device: torch.device) -> dict:
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda)
     return state
-
-
-#: What an interrupted write leaves: ``atomic_path``'s ``.<name>.tmp<pid>`` files and
-#: ``save_checkpoint``'s ``.tmp-<name>-<pid>`` / ``.old-<name>-<pid>`` folders.
-LEFTOVER = re.compile(r"^\.(?:tmp-.+-|old-.+-|.+\.tmp)(\d+)$")
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` (not this one) runs on this machine."""
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process
-        return True
-    return True
-
-
-def clean_leftovers(
-    folder: str | os.PathLike, depth: int = 0, only_dead: bool = False
-) -> list[Path]:
-    """Remove what interrupted writes left in ``folder`` (and in its sub-folders, ``depth``
-    levels down); with ``only_dead``, only what a process that no longer runs here left (for
-    folders other processes may be writing to). Returns what was removed."""
-    removed: list[Path] = []
-    folder = Path(folder)
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        m = LEFTOVER.match(path.name)
-        if m is not None and not (only_dead and _running(int(m.group(1)))):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-            removed.append(path)
-        elif m is None and depth > 0 and path.is_dir():
-            removed += clean_leftovers(path, depth - 1, only_dead)
-    return removed
 
 
 def clean_run(out_dir: str | os.PathLike) -> list[Path]:

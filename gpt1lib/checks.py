@@ -1,9 +1,10 @@
 """Inputs checked before any expensive work, and warnings about data that is legal but suspect.
 
 Every entry point (``pretrain``, ``finetune``, ``run_task``, ``zero_shot_score``, the pretrain
-command line and each chapter's set-up cell) checks its arguments here first, so that a bad one
-fails in a second with an error naming the input, its value and the fix, not after pre-training
-with an unrelated one. ``tests/BAD_INPUTS.md`` lists every bad input and what it gets.
+command line) checks its arguments here first (a chapter its parameters, in ``chapter.setup``),
+so that a bad one fails in a second with an error naming the input, its value and the fix, not
+after pre-training with an unrelated one. ``tests/BAD_INPUTS.md`` lists every bad input and
+what it gets.
 
 The warnings (``DataWarning``) are for what runs but says little: a split that is all one
 class, STS-B scores that are all equal (the correlations are undefined), inputs cut to fit the
@@ -16,16 +17,14 @@ import argparse
 import math
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from numbers import Integral, Real
 from pathlib import Path
 
-from .loss import REGRESSIONS
-from .paths import local_path, results_dir, runs_dir
-from .tasks import DataWarning, Example, TaskSpec, get_task, task_names
+from .tasks import DataWarning, Example, TaskSpec, get_task
 
 __all__ = [
-    "DataWarning", "check_finetune", "check_finetune_config", "check_parameters",
+    "DataWarning", "check_finetune", "check_finetune_config",
     "check_pretrain_config", "check_run_task", "check_source", "check_tokenizer", "count",
     "warn_data", "warn_truncated",
 ]  # fmt: skip
@@ -226,130 +225,6 @@ def warn_truncated(spec: TaskSpec, examples: dict, encoded: dict, tok, n_ctx: in
                 stacklevel=3,
             )
     return out
-
-
-# ---------------------------------------------------------------- chapters
-
-
-def _path(name: str, value, must_exist: bool = True) -> None:
-    if not isinstance(value, (str, os.PathLike)):
-        raise ValueError(f"{name}={value!r}: give a path")
-    if must_exist and not Path(value).exists():
-        raise ValueError(f"{name}={str(value)!r}: no such file or folder")
-    if not must_exist and Path(value).is_file():
-        raise ValueError(f"{name}={str(value)!r} is a file: give a folder (it is made if missing)")
-
-
-def _corpus(name: str, value) -> None:
-    """None, "fixture", a local text file or folder, or a hub id ("owner/name")."""
-    if value in (None, "fixture"):
-        return
-    text = str(value)
-    looks_local = text.startswith(("/", ".", "~")) or text.count("/") > 1
-    if looks_local and not Path(text).expanduser().exists():
-        raise ValueError(
-            f"{name}={text!r}: no such file or folder (nor a hub id, owner/name). Use "
-            "'fixture', a text file or a folder of .txt files, or e.g. 'emozilla/pg19'"
-        )
-
-
-def _tokenizer(name: str, value) -> None:
-    """None, "released", "train:N", or a folder written by ``GPT1Tokenizer.save``."""
-    text = str(value)
-    if value is None or text == "released" or (text[:6] == "train:" and text[6:].isdigit()):
-        return
-    if not Path(text).exists():
-        raise ValueError(
-            f"{name}={text!r}: use 'released', 'train:N' (N merges learned on the corpus) or "
-            "a folder written by GPT1Tokenizer.save"
-        )
-
-
-def _init(value, S) -> int | None:
-    """Check ``init``; returns the depth of the model it gives where known before loading."""
-    from .checkpoint import check_model_folder
-    from .runs import resolve_init
-
-    if value is None and S is not None:
-        value = resolve_init(value, S.name)
-    if value in (None, "pretrain"):
-        return S.model_config().n_layer if S is not None else None
-    if value == "released":
-        return 12
-    if not isinstance(value, (str, os.PathLike)):
-        raise ValueError(f"init={value!r}: use 'pretrain', 'released' or a checkpoint folder")
-    check_model_folder(Path(local_path(value)), f"init={str(value)!r}: ")
-    return None
-
-
-def _folder(name: str, value, resolve: Callable) -> None:
-    """None (the repository's folder), or a folder path, resolved as the chapter will."""
-    if value is not None:
-        _path(name, resolve(value) if isinstance(value, (str, os.PathLike)) else value, False)
-
-
-def _rule(kind: str, *args) -> Callable:
-    fns = {"count": count, "number": number, "path": _path}
-    return lambda name, value: fns[kind](name, value, *args)
-
-
-#: Each chapter parameter's check (``init``, ``n_transfer`` and ``tasks`` are checked apart).
-PARAMETERS: dict[str, Callable] = {
-    "seed": _rule("count", None, False, "e.g. -p seed 1"),
-    "lm_coef": _rule("number", 0, math.inf, "lambda of L3: the paper's 0.5, or 0"),
-    "limit": _rule("count", 1, True, "examples; None: the scale's"),
-    "eval_limit": _rule("count", 1, True, "examples; None: the scale's"),
-    "corpus_limit": _rule("count", 1, True, "documents; None: the scale's"),
-    "steps": _rule("count", 1, True, "updates; None: the scale's"),
-    "n_merges": _rule("count", 0, True, "None: the scale's"),
-    "agreement_texts": _rule("count", 0, False, "paragraphs"),
-    "batch": _rule("count", 1, True, "None: the scale's"),
-    "seq": _rule("count", 2, True, "None: the scale's"),
-    "task": lambda name, value: get_task(value),
-    "tasks": lambda name, value: value is None or task_names(value),
-    "source": lambda name, value: value is None or check_source(local_path(value), name),
-    "corpus": lambda name, value: _corpus(name, local_path(value)),
-    "tokenizer": lambda name, value: _tokenizer(name, local_path(value)),
-    "out_dir": lambda name, value: _folder(name, value, runs_dir),
-    "results_dir": lambda name, value: _folder(name, value, results_dir),
-    "released_bpe": lambda name, value: value is None or _path(name, local_path(value)),
-    "resume": lambda name, value: _boolean(name, value),
-    "compile": lambda name, value: _boolean(name, value),
-    "regression": lambda name, value: _choice(name, value, REGRESSIONS),
-}
-
-
-def _choice(name: str, value, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r}: use one of {list(choices)}")
-
-
-def _boolean(name: str, value) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name}={value!r}: use True or False")
-
-
-def check_parameters(S, **params) -> None:
-    """A chapter's parameters (its set-up cell passes them all, right after resolving the
-    scale: ``S``, its ``Scale``, or None), each checked before anything is loaded or
-    pre-trained; an error names the parameter, its value and what it takes."""
-    try:
-        n_layer = _init(params.get("init"), S)
-        for name, value in params.items():
-            if name == "n_transfer":
-                high = f" up to {n_layer} (every block)" if n_layer is not None else ""
-                count(name, value, -1, True, f"-1: nothing, 0: the embeddings,{high}")
-                if None not in (value, n_layer) and value > n_layer:
-                    raise ValueError(
-                        f"n_transfer={value}: the model has {n_layer} blocks; use -1 (nothing), "
-                        f"0 (the embeddings) up to {n_layer} (every block)"
-                    )
-            elif name in PARAMETERS:
-                PARAMETERS[name](name, value)
-            elif name != "init":
-                raise KeyError(f"no rule for the parameter {name!r}: add one to PARAMETERS")
-    except ValueError as e:
-        raise ValueError(f"bad chapter parameter: {e}") from None
 
 
 def positive_int(text: str) -> int:

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checkpoint import atomic_path, clean_leftovers
-from .tokenizer import LONG_TEXT, paragraph_pieces
+from .files import atomic_path, clean_leftovers
+from .tasks.sources import open_source
+from .tokenizer import LONG_TEXT, GPT1Tokenizer, paragraph_pieces
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"
 _VALID_NAMES = {"valid", "validation", "val", "dev"}
@@ -84,15 +85,14 @@ def load_documents(
 
     A local folder with ``train``/``valid`` parts (subfolders or ``train.txt``/``valid.txt``)
     gives that part; any other file or folder is the "train" part (hold documents out with
-    ``split_documents``). ``doc_separator`` cuts a file into documents. A bundle
-    (``gpt1lib.bundle``) holds token ids, not text: its documents are the ids decoded (lower-case,
-    the tokenizer's spacing), one per split.
+    ``split_documents``). ``doc_separator`` cuts a file into documents. A source that stores
+    token ids, not text (a bundle, ``tasks.sources``), gives them decoded (lower-case, the
+    tokenizer's spacing), one document per split.
     """
-    from . import bundle
-
-    if bundle.is_bundle(source):
-        ids = bundle.corpus_ids(source, "valid" if split in _VALID_NAMES else "train")
-        text = bundle.tokenizer(source).decode(ids.tolist())
+    src = open_source(source)
+    if (folder := src.tokenizer_folder()) is not None:
+        ids = src.token_ids("valid" if split in _VALID_NAMES else "train")
+        text = GPT1Tokenizer.load(folder).decode(ids.tolist())
         return Documents([text], f"bundle {Path(source).name} ({split}, decoded from its ids)")
     path = FIXTURE if str(source) == "fixture" else Path(source)
     if path.exists():
@@ -299,13 +299,13 @@ def build_corpus(
     """Documents of ``source`` tokenised and cut into blocks; validation by whole documents.
 
     A source with its own validation part uses it; otherwise ``valid_fraction`` of the
-    documents are held out. A bundle (``gpt1lib.bundle``) gives the ids it holds, tokenized and
-    split so when it was built (``tokenizer`` must be its own).
+    documents are held out. A source that stores token ids (a bundle, ``tasks.sources``) gives
+    them, tokenized and split so when it was stored (``tokenizer`` must be the one that made
+    them).
     """
-    from . import bundle
-
-    if bundle.is_bundle(source):
-        return _bundle_corpus(source, tokenizer, n_ctx)
+    src = open_source(source)
+    if src.tokenizer_folder() is not None:
+        return _stored_corpus(src, tokenizer, n_ctx)
     train_docs = load_documents(source, "train", doc_separator, limit=limit)
     try:
         valid_docs = load_documents(source, "valid", doc_separator, limit=limit)
@@ -324,16 +324,14 @@ def build_corpus(
     )
 
 
-def _bundle_corpus(folder, tokenizer, n_ctx: int) -> Corpus:
-    """The corpus of a bundle: its stored ids, checked to be ``tokenizer``'s."""
-    from . import bundle
-
-    bundle.check_tokenizer(folder, tokenizer)
-    entry = bundle.manifest(folder)["corpus"]
-    train = TokenBlocks(bundle.corpus_ids(folder, "train"), n_ctx, "training text")
-    valid = TokenBlocks(bundle.corpus_ids(folder, "valid"), n_ctx, "validation text")
-    via = f", via bundle {Path(folder).name}"
+def _stored_corpus(src, tokenizer, n_ctx: int) -> Corpus:
+    """The corpus of a source that stores its ids (a bundle), checked to be ``tokenizer``'s."""
+    src.check_tokenizer(tokenizer)
+    entry = src.manifest["corpus"]
+    train = TokenBlocks(src.token_ids("train"), n_ctx, "training text")
+    valid = TokenBlocks(src.token_ids("valid"), n_ctx, "validation text")
+    via = f", via bundle {src.folder.name}"
     t, v = entry["train"], entry["valid"]
     return Corpus(
-        train, valid, t["source"] + via, v["source"] + via, t["bytes"], str(folder), t["sha256"]
+        train, valid, t["source"] + via, v["source"] + via, t["bytes"], str(src.folder), t["sha256"]
     )

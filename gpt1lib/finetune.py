@@ -33,10 +33,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .checks import check_finetune, check_run_task, check_tokenizer, warn_truncated
+from .checks import check_finetune, check_tokenizer, warn_truncated
 from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES, prior_loss, regression_predictions, task_loss
-from .model import GPT, SPECIAL_TOKENS
+from .model import GPT
 from .optim import make_optimizer, train_step, warmup_linear
 from .records import append_records, make_record, per_example_record, provenance
 from .runtime import (
@@ -51,10 +51,9 @@ from .tasks import (
     Example,
     TaskSpec,
     compute_metrics,
-    data_location,
     get_task,
-    load_examples,
 )
+from .tokenizer import SPECIAL_TOKENS
 from .transforms import Batch, Encoded, batches, collate, encode_example
 
 
@@ -441,89 +440,3 @@ def finetune(
 
 def _records(metrics: dict[str, float], **fields) -> list[dict]:
     return [make_record(metric, value, **fields) for metric, value in metrics.items()]
-
-
-def eval_curves(results: dict[str, FinetuneResult]) -> pd.DataFrame:
-    """Each task's paper metric on its evaluation split, by epoch (task titles as ``task``)."""
-    rows = []
-    for name, r in results.items():
-        spec = get_task(name)
-        m = r.metrics
-        keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
-        rows.append(keep.assign(task=spec.title))
-    return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
-
-
-# ---------------------------------------------------------------- one task, end to end
-
-
-def run_task(
-    pretrained,
-    tok,
-    task: str,
-    source: str | os.PathLike = "fixture",
-    cfg: FinetuneConfig = FinetuneConfig(),
-    *,
-    limit: int | None = None,
-    eval_limit: int | None = None,
-    also: Sequence[str] = (),
-    eval_split: str | None = None,
-    out_dir: str | os.PathLike | None = None,
-    scale: str | None = None,
-    device: str | None = None,
-    progress: bool = True,
-    init: str | None = None,
-) -> FinetuneResult:
-    """Load ``task`` from ``source``, fine-tune on its train split, score its eval split.
-
-    ``also`` names tasks that share the training data and are scored by the same model on
-    their own eval split (MNLI mismatched beside matched; RACE-m and RACE-h beside RACE).
-    ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
-    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test). ``init`` says
-    where ``pretrained`` came from, for the records.
-    """
-    spec = get_task(task)
-    check_run_task(spec, source, cfg, limit, eval_limit, also, eval_split)
-    train = load_examples(spec, "train", source, limit, cfg.seed)
-    split = eval_split or spec.eval_split
-    evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
-    where = data_location(spec, "train", source)  # relative to source: no machine's path
-    data = f"{where} ({len(train)} examples{'' if limit is None else f', limit {limit}'})"
-    out = Path(out_dir) / spec.name if out_dir else None
-    result = finetune(
-        pretrained,
-        tok,
-        spec,
-        train,
-        evals,
-        cfg,
-        out_dir=out,
-        device=device,
-        progress=progress,
-        scale=scale,
-        data=data,
-        limits={"limit": limit, "eval_limit": eval_limit},
-        init=init,
-    )
-    n_ctx = result.model.transformer.config.n_ctx
-    precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)
-    skip = ("metric", "value", "per_example")
-    base = {k: v for k, v in result.records[0].items() if k not in skip}
-    for other in map(get_task, also):
-        examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
-        items = encode_all(examples, other, tok, n_ctx)
-        metrics, preds, labels = evaluate(
-            result.model,
-            other,
-            items,
-            cfg.eval_batch_size,
-            precision=precision,
-            return_predictions=True,
-        )
-        base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
-        recs = _records(metrics, **base)
-        recs.append(per_example_record(preds, labels, [e.uid for e in examples], **base))
-        result.records.extend(recs)
-        if out is not None:
-            append_records(out / "records.jsonl", recs)
-    return result

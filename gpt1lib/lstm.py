@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .fast import FastGPT
-from .model import GPT
+from .loss import fused_lm_loss
+from .model import GPT, Reduction
 
 #: The paper's LSTM width over its transformer width (2048 / 768), kept at every scale.
 LSTM_WIDTH_RATIO = 2048 / 768
@@ -118,11 +118,13 @@ class LSTMLM(nn.Module):
     def logits(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
         return F.linear(h, W)
 
+    def lm_loss(self, h, W_out, targets, loss_mask, reduction: Reduction) -> torch.Tensor:
+        """L1 from the hidden states, chunk by chunk, never the full logits (``loss``)."""
+        return fused_lm_loss(h, W_out, targets, loss_mask, reduction, self.config.n_tokens)
+
     # The same as the transformer's: the forward pass (hidden states, then the logits or L1 from
-    # them, ``fused_lm_loss`` as FastGPT computes it), new rows of W_e at N(0, 0.02), greedy or
-    # sampled continuation (recomputing the prefix each step: fine for the short texts it is
-    # used on).
+    # them), new rows of W_e at N(0, 0.02), greedy or sampled continuation (recomputing the
+    # prefix each step: fine for the short texts it is used on).
     forward = GPT.forward
-    lm_loss = FastGPT.lm_loss
     add_special_tokens = GPT.add_special_tokens
     generate = GPT.generate

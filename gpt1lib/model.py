@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 #: The three tokens §3.3 adds after the BPE vocabulary, in the released code's order.
-SPECIAL_TOKENS = ("_start_", "_delimiter_", "_classify_")
+N_SPECIAL = 3  # _start_, _delimiter_, _classify_ (tokenizer.SPECIAL_TOKENS), appended
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ class GPT(nn.Module):
         loss = lm_loss(logits, targets, loss_mask, "per_sequence" if per_sequence else "mean")
         return loss.mean() if per_sequence else loss
 
-    def add_special_tokens(self, n: int = len(SPECIAL_TOKENS)) -> GPT:
+    def add_special_tokens(self, n: int = N_SPECIAL) -> GPT:
         """Append ``n`` rows to W_e for the §3.3 tokens, initialised N(0, 0.02) (in place)."""
         cfg = self.config
         old = self.tokens_embed.weight

@@ -317,6 +317,17 @@ def zero_shot_figures(records) -> list:
     return figs
 
 
+def eval_curves(results: dict) -> pd.DataFrame:
+    """Each task's paper metric on its evaluation split, by epoch (task titles as ``task``)."""
+    rows = []
+    for name, r in results.items():
+        spec = TASKS[name]
+        m = r.metrics
+        keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
+        rows.append(keep.assign(task=spec.title))
+    return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
+
+
 def bench_figure(kept: pd.DataFrame):
     """A.4: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
     per recorded run (``kept``: bench records with ``run`` and ``variant`` columns; a repeated

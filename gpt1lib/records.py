@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .checkpoint import atomic_path
+from .files import atomic_path
 
 log = logging.getLogger(__name__)
 

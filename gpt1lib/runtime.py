@@ -10,6 +10,7 @@ notebook: ``make book``, nbmake, papermill; a log file). ``show_progress_bars`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -203,6 +204,29 @@ def show_data_warnings_in_one_line(category: type[Warning]) -> None:
 
     showwarning._gpt1lib_categories = {category}
     warnings.showwarning = showwarning
+
+
+@contextlib.contextmanager
+def gathered_warnings(category: type[Warning]):
+    """Within the block, warnings of ``category`` are kept and then shown as one line per
+    subject (a data check's first word is its task: "race dev: 3 of 8 examples truncated ..."),
+    each distinct message once: an experiment of many runs on one task repeats them. Other
+    warnings are shown as they come."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", category)
+        try:
+            yield
+        finally:
+            kept: dict[str, dict[str, None]] = {}
+            for w in caught:
+                if issubclass(w.category, category):
+                    subject, _, rest = str(w.message).partition(" ")
+                    kept.setdefault(subject, {})[rest] = None
+    for w in caught:
+        if not issubclass(w.category, category):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    for subject, messages in kept.items():
+        print(f"data checks, {subject}: " + "; ".join(messages), flush=True)
 
 
 @dataclass(frozen=True)

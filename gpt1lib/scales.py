@@ -34,6 +34,13 @@ from .tasks import get_task
 HUB_CORPUS = "emozilla/pg19"
 
 
+#: The tasks of the fine-tuning chapters 05-08, by family (their ``tasks=None``).
+FAMILY_TASKS = {
+    "classification": ("sst2", "cola"),
+    "entailment": ("mnli_m", "snli", "scitail", "qnli", "rte"),
+    "similarity": ("mrpc", "stsb", "qqp"),
+    "multiple_choice": ("race", "story_cloze"),
+}
 #: Table 5's rows, as ``Scale.arms`` and the ablation records (``ablation:<arm>``) name them.
 ARMS = ("full", "no_pretraining", "no_aux_lm", "lstm")
 
@@ -63,10 +70,16 @@ class Scale:
     bench: dict[str, tuple[int, int, int]] = field(
         default_factory=dict
     )  # device: batch, seq, steps
+    # the speed run's scale on a GPU (the appendix and the plan): the paper's, whose 64 x 512
+    # tokens a GPU's MFU and the paper's compute are measured at
+    bench_preset: str = "paper"
     # Table 5's arms (``ARMS``): fine-tuning settings that differ from ``finetune`` (the "full"
     # arm's, which every other chapter uses)
     arms: dict[str, dict] = field(default_factory=dict)
-    # the tasks of the layer-transfer and the ablations chapters (their ``tasks=None``)
+    # the tasks of each experiment: chapters 05-08 by family, chapter 04's one task, the
+    # layer-transfer and the ablations chapters (each chapter's ``tasks=None``)
+    family_tasks: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(FAMILY_TASKS))
+    objective_task: str = "sst2"
     transfer_tasks: tuple[str, ...] = ("mnli_m", "race")
     ablation_tasks: tuple[str, ...] = (
         "cola",

@@ -22,14 +22,17 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, trainers
 
-from .checkpoint import atomic_path
+from .files import atomic_path
 from .front_end import normalizer, pre_tokenizer
-from .model import SPECIAL_TOKENS
-from .weights import HUB_ID, hub_files
+from .hub import HUB_ID, hub_files
 
 UNK = "<unk>"
 EOW = "</w>"  # end-of-word suffix of the last symbol of every word
 TOKENIZER_FILE = "tokenizer.json"
+#: The tokens fine-tuning adds after the vocabulary (§3.3): 40478, 40479, 40480 at GPT-1's.
+SPECIAL_TOKENS = ("_start_", "_delimiter_", "_classify_")
+#: The released vocabulary's two files (MIT licence), in one folder.
+RELEASED_FILES = ("encoder_bpe_40000.json", "vocab_40000.bpe")
 
 
 class TokenizerUnavailableError(RuntimeError):
@@ -233,9 +236,30 @@ class GPT1Tokenizer:
         )
 
     @classmethod
+    def from_spec(cls, spec: str, train_texts: Iterable[str] | None = None) -> GPT1Tokenizer:
+        """A tokenizer from ``spec``: "released" (the hub's GPT-1 vocabulary), "train:N" (N
+        merges learned on ``train_texts``), or a folder or file ``load`` reads (a saved one, or
+        the released ``encoder_bpe_40000.json`` and ``vocab_40000.bpe``)."""
+        if spec == "released":
+            return cls.from_hub()
+        if spec.startswith("train:"):
+            n = spec.split(":", 1)[1]
+            if not n.isdigit():
+                raise ValueError(
+                    f"tokenizer={spec!r}: use 'train:N' with N merges, e.g. 'train:600'"
+                )
+            if train_texts is None:
+                raise ValueError(f"tokenizer={spec!r} needs the texts to learn the merges from")
+            return cls.train(texts=train_texts, n_merges=int(n))
+        return cls.load(spec)
+
+    @classmethod
     def load(cls, path: str | os.PathLike) -> GPT1Tokenizer:
-        """A tokenizer written by ``save``: its folder, or the ``tokenizer.json`` itself."""
+        """A tokenizer written by ``save``: its folder, or the ``tokenizer.json`` itself; or a
+        folder of the released files (``encoder_bpe_40000.json`` and ``vocab_40000.bpe``)."""
         p = Path(path)
+        if (p / RELEASED_FILES[0]).is_file():
+            return cls.from_released(p / RELEASED_FILES[0], p / RELEASED_FILES[1])
         if p.is_dir():
             p = p / TOKENIZER_FILE
         if not p.is_file():

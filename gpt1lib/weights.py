@@ -20,15 +20,14 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-import huggingface_hub
 import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import atomic_path, load_tensors, read_json
+from .files import atomic_path, load_tensors, read_json
+from .hub import HUB_ID, hub_files
 from .model import GPT, GPTConfig
 
-HUB_ID = "openai-community/openai-gpt"
 _CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 #: Per-block arrays of the original release, in the order of ``params_shapes.json``.
 _ORIGINAL_BLOCK = tuple(
@@ -109,24 +108,6 @@ def load_state_dict_hf(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
         )
     model.load_state_dict(mapped)
     return model
-
-
-def hub_files(
-    repo_id: str, names: tuple[str, ...], revision: str | None, error: type[Exception], local: str
-) -> list[Path]:
-    """The files ``names`` of the hub repository ``repo_id``; if one cannot be had, ``error``
-    with ``local``, which says how to use a local copy instead."""
-    paths = []
-    for name in names:
-        try:
-            paths.append(Path(huggingface_hub.hf_hub_download(repo_id, name, revision=revision)))
-        except Exception as e:  # offline, unreachable, gated, or missing file
-            raise error(
-                f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
-                f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
-                + local
-            ) from e
-    return paths
 
 
 def load_pretrained(

@@ -37,9 +37,9 @@ import torch
 from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
 
+from .checkpoint import load_run
 from .checks import check_tokenizer, warn_data
 from .records import make_record, per_example_record, provenance
-from .runs import load_run_model
 from .runtime import pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task, load_examples
 
@@ -301,7 +301,7 @@ def evaluate_checkpoints(
         raise ValueError(f"{unnamed}: checkpoint folders are named step_<updates>")
     bar = progress_bar(folders, desc="zero-shot", unit="checkpoint", enabled=progress)
     for folder in bar:
-        model, tok = load_run_model(folder, dev)
+        model, tok = load_run(folder, dev)
         model.to(dev)
         for task, zs in data.items():
             spec, examples = get_task(task), zs.examples

@@ -113,7 +113,7 @@ def context(base, tmp_path: Path, monkeypatch, capsys) -> SimpleNamespace:
     monkeypatch.setattr("gpt1lib.finetune._epoch", expensive)
     monkeypatch.setattr("gpt1lib.pretrain.train_step", expensive)
     monkeypatch.setattr("gpt1lib.zeroshot.continuation_logprobs", expensive)
-    monkeypatch.setattr("gpt1lib.runs.pretrain", expensive)
+    monkeypatch.setattr("gpt1lib.experiments.pretrain", expensive)
     run = tmp_path / "run"
     shutil.copytree(base.run, run)
     ckpt = latest_checkpoint(run)

@@ -12,19 +12,13 @@ import torch
 from bad_inputs import Case, Expensive, params, registry, run_case, tiny
 
 from gpt1lib import GPT1Tokenizer
-from gpt1lib.checkpoint import (
-    LEFTOVER,
-    CheckpointError,
-    file_sha256,
-    latest_checkpoint,
-    read_state,
-    save_model,
-)
+from gpt1lib.checkpoint import CheckpointError, latest_checkpoint, load_run, read_state, save_model
+from gpt1lib.files import LEFTOVER, file_sha256
 from gpt1lib.corpus import FIXTURE, build_corpus, load_documents
 from gpt1lib.optim import train_step
 from gpt1lib.pretrain import pretrain
 from gpt1lib.records import provenance, read_records
-from gpt1lib.runs import load_run_model, pretrained_model
+from gpt1lib.runs import pretrained_model
 from gpt1lib.weights import export_hf, load_pretrained
 
 CHECKPOINT: list[Case] = []
@@ -74,12 +68,12 @@ def init_folder_that_does_not_exist(c):
 
 @checkpoint(CheckpointError, match="nowhere does not exist: pass a folder written by save_model")
 def load_run_model_missing_folder(c):
-    load_run_model(c.tmp / "nowhere")
+    load_run(c.tmp / "nowhere")
 
 
 @checkpoint(CheckpointError, match="holds no model.json \\+ model.safetensors")
 def folder_without_model_files(c):
-    load_run_model(c.tmp)
+    load_run(c.tmp)
 
 
 @checkpoint(CheckpointError, match="a transformers folder.*load_pretrained")
@@ -87,7 +81,7 @@ def transformers_folder_as_a_checkpoint(c):
     (c.tmp / "hf").mkdir()
     (c.tmp / "hf" / "config.json").write_text("{}")
     shutil.copy(c.log_ckpt / "model.safetensors", c.tmp / "hf")
-    load_run_model(c.tmp / "hf")
+    load_run(c.tmp / "hf")
 
 
 @checkpoint(CheckpointError, match=r"hf/model\.safetensors is damaged .*download it again")
@@ -107,13 +101,13 @@ def transformers_config_json_torn(c):
 @checkpoint(CheckpointError, match=r"model\.safetensors is damaged \(its sha256 differs")
 def model_weights_truncated(c):
     _truncate(c.log_ckpt / "model.safetensors")
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match=r"model\.safetensors is damaged \(its sha256 differs")
 def model_weights_with_100_flipped_bytes(c):
     _flip(c.log_ckpt / "model.safetensors")
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match=r"model\.safetensors is damaged .*resume from another")
@@ -132,7 +126,7 @@ def resume_from_truncated_optimizer_state(c):
 def truncated_weights_without_a_recorded_sha256(c):
     _edit_json(c.log_ckpt / "model.json", lambda m: {k: v for k, v in m.items() if k != "sha256"})
     _truncate(c.log_ckpt / "model.safetensors")
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match=r"state\.json is not valid JSON .*delete this checkpoint")
@@ -162,37 +156,37 @@ def latest_json_names_a_missing_folder(c):
 @checkpoint(CheckpointError, match=r"model\.json is not valid JSON")
 def model_json_not_json(c):
     (c.log_ckpt / "model.json").write_text("arch: GPT")
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match="names model class 'BERT'")
 def model_json_of_another_model_class(c):
     _edit_json(c.log_ckpt / "model.json", lambda m: m | {"arch": "BERT"})
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match="its config does not fit GPTConfig")
 def model_json_with_a_foreign_config(c):
     _edit_json(c.log_ckpt / "model.json", lambda m: m | {"config": m["config"] | {"n_expert": 8}})
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match=r"model\.safetensors does not fit the model its folder")
 def weights_of_another_shape(c):
     _edit_json(c.log_ckpt / "model.json", lambda m: m | {"config": m["config"] | {"n_layer": 3}})
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(ValueError, match=r"tokenizer\.json is not a tokenizers file")
 def tokenizer_json_damaged(c):
     (c.log_ckpt / "tokenizer.json").write_text('{"version": ')
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match="its tokenizer has .* tokens but its model")
 def tokenizer_of_another_vocabulary(c):
     GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=50).save(c.log_ckpt)
-    load_run_model(c.log_ckpt)
+    load_run(c.log_ckpt)
 
 
 @checkpoint(CheckpointError, match="max_lr: checkpoint 0.002 vs now 0.001")
@@ -212,7 +206,7 @@ def pretrained_model_after_its_scale_changed(c):
         raise Expensive("the corpus was loaded before the run was refused")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("gpt1lib.runs.build_corpus", tokenises)
+        mp.setattr("gpt1lib.experiments.build_corpus", tokenises)
         pretrained_model("smoke", c.tmp / "runs")
 
 
@@ -351,7 +345,7 @@ def test_a_saved_model_round_trips_with_its_sha256(base, tmp_path):
     model = tiny(base.tok)
     save_model(model, tmp_path)
     base.tok.save(tmp_path)
-    again, _ = load_run_model(tmp_path)
+    again, _ = load_run(tmp_path)
     assert all(
         torch.equal(a, b)
         for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True)

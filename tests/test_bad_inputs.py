@@ -9,11 +9,13 @@ from bad_inputs import Case, doc_ids, params, registry, run_case
 
 from gpt1lib.checks import DataWarning
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import finetune, run_task
+from gpt1lib.experiments import run_task
+from gpt1lib.finetune import finetune
 from gpt1lib.pretrain import pretrain
-from gpt1lib.runs import load_tokenizer, pretrained_model
+from gpt1lib.runs import pretrained_model
 from gpt1lib.scales import SCALES
 from gpt1lib.tasks import FIXTURES, compute_metrics, get_task, load_examples, unavailable
+from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.zeroshot import zero_shot_score
 
 LIBRARY: list[Case] = []
@@ -258,7 +260,7 @@ def pretrained_model_unknown_scale(c):
 
 @library(ValueError, match="use 'train:N' with N merges")
 def tokenizer_spec_train_without_a_number(c):
-    load_tokenizer("train:abc", ["some text"])
+    GPT1Tokenizer.from_spec("train:abc", ["some text"])
 
 
 # ---------------------------------------------------------------- zero-shot

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from gpt1lib import GPT, bench, optim, preset
-from gpt1lib.bench import (
+from gpt1lib import GPT, optim, preset
+from gpt1lib.harness import bench
+from gpt1lib.harness.bench import (
     IMPLEMENTATIONS,
     BenchConfig,
     format_table,

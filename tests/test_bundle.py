@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from gpt1lib import bundle
+from gpt1lib.harness import bundle
 from gpt1lib.corpus import build_corpus
 from gpt1lib.runs import pretrained_model
 from gpt1lib.scales import SCALES
@@ -53,7 +53,7 @@ def test_a_draw_the_bundle_lacks_is_an_error_naming_the_ones_it_holds(
 
 def test_the_corpus_from_the_bundle_equals_the_direct_build(smoke_bundle):
     out, _ = smoke_bundle
-    tok = bundle.tokenizer(out)
+    tok = bundle.GPT1Tokenizer.load(out / "tokenizer")
     direct, packed = build_corpus(tok, 64, "fixture"), build_corpus(tok, 64, out)
     assert np.array_equal(direct.train.tokens, packed.train.tokens)
     assert np.array_equal(direct.valid.tokens, packed.valid.tokens)
@@ -79,7 +79,7 @@ def test_the_manifest_checks_every_file(smoke_bundle, tmp_path):
 def test_pretraining_from_a_bundle_takes_its_tokenizer(smoke_bundle, tmp_path):
     out, _ = smoke_bundle
     model, tok, origin = pretrained_model("smoke", tmp_path, corpus=str(out), progress=False)
-    assert tok.fingerprint() == bundle.tokenizer(out).fingerprint()
+    assert tok.fingerprint() == bundle.GPT1Tokenizer.load(out / "tokenizer").fingerprint()
     rec = [json.loads(x) for x in (tmp_path / "smoke/pretrain/records.jsonl").open()]
     assert "via bundle" in rec[0]["data"] and get_task("sst2")
 

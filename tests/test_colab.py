@@ -14,7 +14,7 @@ import zipfile
 import pytest
 
 from gpt1lib import paths
-from gpt1lib.reproduce import ROOT
+from gpt1lib.harness.reproduce import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_links  # noqa: E402

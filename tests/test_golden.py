@@ -13,7 +13,7 @@ import torch
 
 from gpt1lib import FastGPT, GPT1Tokenizer
 from gpt1lib.corpus import build_corpus, load_documents
-from gpt1lib.finetune import run_task
+from gpt1lib.experiments import run_task
 from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything
 from gpt1lib.scales import SCALES

@@ -6,14 +6,13 @@ import pytest
 import torch
 
 from gpt1lib import GPT, FastGPT, preset
-from gpt1lib.checkpoint import load_model, save_model
+from gpt1lib.checkpoint import load_model, load_run, save_model
 from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.finetune import build_task_model
 from gpt1lib.loss import task_loss
 from gpt1lib.lstm import LSTMLM, lstm_preset
 from gpt1lib.model import lm_loss
 from gpt1lib.pretrain import pretrain
-from gpt1lib.runs import load_run_model
 from gpt1lib.scales import SCALES
 from gpt1lib.tasks import Example, get_task
 from gpt1lib.tokenizer import GPT1Tokenizer
@@ -95,7 +94,7 @@ def test_lstm_pretrains_with_the_same_loop(tmp_path):
     r = pretrain(model, tok, data, cfg, tmp_path, progress=False)
     val = r.history.query("metric == 'val_loss'").sort_values("step")["value"].tolist()
     assert len(val) == 2 and val[1] < val[0]
-    again, _ = load_run_model(r.log_checkpoints[-1])
+    again, _ = load_run(r.log_checkpoints[-1])
     assert isinstance(again, LSTMLM)
 
 

@@ -16,7 +16,6 @@ from safetensors.torch import load_file
 
 from gpt1lib import GPT, FastGPT, preset
 from gpt1lib.checkpoint import (
-    LEFTOVER,
     CheckpointError,
     latest_checkpoint,
     load_checkpoint,
@@ -24,6 +23,7 @@ from gpt1lib.checkpoint import (
     save_checkpoint,
 )
 from gpt1lib.corpus import build_corpus, load_documents
+from gpt1lib.files import LEFTOVER
 from gpt1lib.optim import make_optimizer
 from gpt1lib.pretrain import PretrainConfig, learning_rate, log_spaced_steps, pretrain
 from gpt1lib.runtime import Precision

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from gpt1lib.corpus import FIXTURE
-from gpt1lib.runs import _parser, main
+from gpt1lib.pretrain.__main__ import _parser, main
 
 
 @pytest.fixture

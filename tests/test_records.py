@@ -28,7 +28,7 @@ from gpt1lib.records import (
     provenance,
     read_records,
 )
-from gpt1lib.reproduce import ROOT, _new_lines, _snapshot, chapters
+from gpt1lib.harness.reproduce import ROOT, _new_lines, _snapshot, chapters
 from gpt1lib.tasks import TASKS, compute_metrics
 
 

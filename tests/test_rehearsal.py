@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpt1lib import bundle
+from gpt1lib.harness import bundle
 from gpt1lib.paper import ablation_table, final_metrics
 from gpt1lib.records import git_commit, read_records
 
@@ -73,7 +73,7 @@ def test_the_rehearsal_runs_the_whole_plan_from_a_bundle(tmp_path):
     )
     assert again.returncode == 0 and (tmp_path / "out2/records.tar.gz").is_file(), again.stdout
     rerun = subprocess.run(
-        [sys.executable, "-m", "gpt1lib.reproduce", "--scale", "smoke", "--budget", "1"]
+        [sys.executable, "-m", "gpt1lib.harness.reproduce", "--scale", "smoke", "--budget", "1"]
         + ["--source", "bundle", "--corpus", "bundle", "--out-dir", "runs", "--results", "results"],
         cwd=checkout,
         env=_env(PYTHONPATH=str(checkout)),

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from gpt1lib import GPT, SPECIAL_TOKENS, GPT1Tokenizer, preset
-from gpt1lib.checks import check_parameters
+from gpt1lib.chapter import check_parameters
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import FinetuneConfig, run_task
-from gpt1lib.runs import RELEASED_ENV, pretrained_model, resolve_init, start_message
+from gpt1lib.experiments import run_task
+from gpt1lib.finetune import FinetuneConfig
+from gpt1lib.runs import RELEASED_ENV, pretrained_model, start_message
 from gpt1lib.scales import SCALES
 from gpt1lib.weights import export_hf
 
@@ -38,8 +39,7 @@ def released(tmp_path_factory):
     [("smoke", "pretrain"), ("cpu", "pretrain"), ("small", "released"), ("paper", "released")],
 )
 def test_the_default_start_follows_the_scale(scale, init):
-    assert resolve_init(None, scale) == init
-    assert resolve_init("pretrain", scale) == "pretrain"  # what is given is kept
+    assert SCALES[scale].init == init
 
 
 def test_released_weights_from_a_local_folder_in_the_hub_layout(released, monkeypatch, tmp_path):
@@ -65,7 +65,7 @@ def test_a_missing_local_copy_names_the_file(monkeypatch, tmp_path):
 
 def test_the_start_message_says_what_and_how_long(released, monkeypatch, tmp_path):
     monkeypatch.setenv(RELEASED_ENV, str(released[0]))
-    said = start_message("small", tmp_path, resolve_init(None, "small"))
+    said = start_message("small", tmp_path, SCALES["small"].init)
     assert said.startswith("starting from GPT-1's released weights") and "480 MB" in said
     said = start_message("small", tmp_path, "pretrain")
     assert said.startswith("pre-training the small scale's gpt model first")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU run of a whole scale, rehearsed: the exact sequence a short GPU lease runs, from a
-# bundle (`python -m gpt1lib.bundle`), in a directory that holds only the checkout and the bundle.
+# bundle (`python -m gpt1lib.harness.bundle`), in a directory that holds only the checkout and the bundle.
 #
 #   tools/rehearse_gpu.sh [all|start|wait]
 #
@@ -11,7 +11,7 @@
 #
 # Steps:
 #   1. wheels  install what the image lacks from .whl/ (skipped where there is no .whl/)
-#   2. plan    python -m gpt1lib.reproduce ... --budget $BUDGET --plan-only: times a few steps,
+#   2. plan    python -m gpt1lib.harness.reproduce ... --budget $BUDGET --plan-only: times a few steps,
 #              prints the plan and keeps it (results/$SCALE/plan.json)
 #   3. run     the same command without --plan-only: resumes that plan, one process, records
 #              written to results/$SCALE/<chapter>.jsonl as each unit finishes
@@ -114,18 +114,18 @@ if [ "$MODE" != wait ]; then
   else
     echo "no .whl folder: nothing to install"
   fi
-  "$PY" -c "import gpt1lib.plan_run" ||
+  "$PY" -c "import gpt1lib.harness.plan_run" ||
     { echo "a module the run needs is missing: put its wheel in .whl/" && exit 1; }
   step "2/4 plan (records say commit $(commit))"
-  "$PY" -m gpt1lib.reproduce "${ARGS[@]}" --plan-only | tee plan.txt
+  "$PY" -m gpt1lib.harness.reproduce "${ARGS[@]}" --plan-only | tee plan.txt
 fi
 
 step "3/4 run"
 status=0
 case "$MODE" in
-  all) "$PY" -m gpt1lib.reproduce "${ARGS[@]}" 2>&1 | tee run.log || status=$? ;;
+  all) "$PY" -m gpt1lib.harness.reproduce "${ARGS[@]}" 2>&1 | tee run.log || status=$? ;;
   start)
-    setsid nohup "$PY" -m gpt1lib.reproduce "${ARGS[@]}" >run.log 2>&1 </dev/null &
+    setsid nohup "$PY" -m gpt1lib.harness.reproduce "${ARGS[@]}" >run.log 2>&1 </dev/null &
     echo $! >run.pid
     wait_run || status=$?
     ;;

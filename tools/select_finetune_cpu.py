@@ -26,13 +26,12 @@ from pathlib import Path
 
 import torch
 
-from gpt1lib.checkpoint import latest_checkpoint
+from gpt1lib.checkpoint import latest_checkpoint, load_run
 from gpt1lib.corpus import build_corpus
 from gpt1lib.fast import FastGPT
 from gpt1lib.finetune import FinetuneConfig, finetune
 from gpt1lib.lstm import LSTMLM, lstm_preset
 from gpt1lib.pretrain import PretrainConfig, pretrain
-from gpt1lib.runs import load_run_model
 from gpt1lib.runtime import seed_everything
 from gpt1lib.tasks import get_task, load_examples
 
@@ -60,7 +59,7 @@ def lstm_model(sweep: Path, winner, tok, minutes: float, source_corpus: str, lim
     """An LSTM pre-trained on the winner's tokens for about ``minutes`` of machine time."""
     out = sweep / "lstm"
     if (out / "done.json").exists():
-        return load_run_model(latest_checkpoint(out))[0]
+        return load_run(latest_checkpoint(out))[0]
     cfg_m = lstm_preset("mini", vocab_size=tok.vocab_size, n_ctx=winner.config.n_ctx)
     data = build_corpus(tok, cfg_m.n_ctx, source_corpus, limit=limit, cache_dir=sweep / "cache")
     seed_everything(0)
@@ -84,7 +83,7 @@ def lstm_model(sweep: Path, winner, tok, minutes: float, source_corpus: str, lim
     seed_everything(0)
     res = pretrain(LSTMLM(cfg_m), tok, data, cfg, out, resume=out.exists(), progress=False)
     (out / "done.json").write_text(json.dumps({"steps": steps, "val_loss": res.val_loss}))
-    return load_run_model(latest_checkpoint(out))[0]
+    return load_run(latest_checkpoint(out))[0]
 
 
 def main() -> None:
@@ -98,7 +97,7 @@ def main() -> None:
     ap.add_argument("--corpus-limit", type=int, default=100, help="books read (for the LSTM)")
     args = ap.parse_args()
     sweep = Path(args.sweep)
-    gpt, tok = load_run_model(latest_checkpoint(sweep / args.config))
+    gpt, tok = load_run(latest_checkpoint(sweep / args.config))
     corpus = args.corpus or str(Path(args.source) / "corpus" / "gutenberg_novels")
     seed_everything(0)
     scratch = FastGPT(gpt.config)

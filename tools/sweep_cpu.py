@@ -29,7 +29,6 @@ from gpt1lib.fast import FastGPT
 from gpt1lib.model import preset
 from gpt1lib.optim import make_optimizer, train_step
 from gpt1lib.pretrain import PretrainConfig, pretrain
-from gpt1lib.runs import load_tokenizer
 from gpt1lib.runtime import seed_everything
 from gpt1lib.tokenizer import GPT1Tokenizer
 
@@ -106,7 +105,7 @@ def main() -> None:
         else:
             if texts is None:
                 texts = load_documents(args.source, "train", limit=args.corpus_limit).texts
-            tok = load_tokenizer(f"train:{merges}", texts)
+            tok = GPT1Tokenizer.from_spec(f"train:{merges}", texts)
             tok.save(tok_dir)
         data = build_corpus(tok, ctx, args.source, limit=args.corpus_limit, cache_dir=out / "cache")
         cfg_m = preset(

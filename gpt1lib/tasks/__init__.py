@@ -19,12 +19,11 @@ gold_label ``-``, as GLUE does). ``compute_metrics`` scores predictions with a t
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
-from .readers import find, read
 from .registry import (
     FIXTURES,
+    SCORED_BESIDE,
     SPLITS,
     TASKS,
     DataWarning,
@@ -36,9 +35,10 @@ from .registry import (
     compute_metrics,
     get_task,
 )
+from .sources import open_source, subsample
 
 __all__ = [
-    "FIXTURES", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
+    "FIXTURES", "SCORED_BESIDE", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
     "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "data_location", "describe_source",
     "get_task", "load_examples", "subsample", "task_names", "unavailable",
 ]  # fmt: skip
@@ -79,20 +79,8 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
 
 
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
-    """The file (or hub split) that ``load_examples(task, split, source)`` reads."""
-    from ..bundle import describe, is_bundle  # a bundle imports the tasks
-
-    spec = _spec(task, split)
-    if is_bundle(source):
-        return describe(source, spec, split)
-    if _val_only(spec, source):
-        half = "the half fine-tuned on" if split == "train" else "the other half, scored"
-        return f"{find(spec, 'train', source)} ({half}: no test file)"
-    if source != "hub":
-        return str(find(spec, split, source))
-    if spec.hub is None:
-        return f"no hub copy ({spec.manual})"
-    return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
+    """The file (or hub split, or bundle) that ``load_examples(task, split, source)`` reads."""
+    return open_source(source).describe(_spec(task, split), split)
 
 
 def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
@@ -100,31 +88,7 @@ def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixtur
     (``glue/MRPC/train.tsv``), ``fixture:`` and the path under the fixtures, the file and its
     folder's name where ``source`` is that file, or the hub data set; never this machine's
     absolute path."""
-    from ..bundle import is_bundle  # a bundle imports the tasks
-
-    spec = _spec(task, split)
-    if source == "hub" or is_bundle(source):
-        return describe_source(task, split, source)
-    halves = _val_only(spec, source)
-    path = find(spec, "train" if halves else split, source)
-    root = FIXTURES if source == "fixture" else Path(source)
-    if root.is_file() or path == root:  # the file (or RACE split folder) itself
-        return f"{path.parent.name}/{path.name}"
-    where = path.relative_to(root).as_posix()
-    if halves:
-        where += " (the half fine-tuned on" if split == "train" else " (the other half, scored"
-        where += ": no test file)"
-    return f"fixture:{where}" if source == "fixture" else where
-
-
-def subsample(examples: list[Example], limit: int | None, seed: int = 0) -> list[Example]:
-    """``limit`` examples drawn with ``seed``, in file order; all of them if ``limit`` is None."""
-    if limit is None or limit >= len(examples):
-        return list(examples)
-    if limit < 1:
-        raise ValueError(f"limit={limit}: use a positive count, or None for every example")
-    keep = sorted(random.Random(seed).sample(range(len(examples)), limit))
-    return [examples[i] for i in keep]
+    return open_source(source).location(_spec(task, split), split)
 
 
 def load_examples(
@@ -137,43 +101,12 @@ def load_examples(
     """The examples of ``split`` ("train", "dev", "test") of ``task`` from ``source``.
 
     ``source``: ``"fixture"`` (the small files shipped with gpt1lib), ``"hub"`` (the registry's
-    hub id through ``datasets``), or a folder in the data set's official layout (or the one file
-    to read), or a bundle (``gpt1lib.bundle``: the same examples, for the draws it holds).
-    ``limit`` keeps that many examples, drawn with ``seed``, in file order.
+    hub id through ``datasets``), a folder in the data set's official layout (or the one file
+    to read), or a bundle: any that ``sources.open_source`` opens. ``limit`` keeps that many
+    examples, drawn with ``seed``, in file order.
 
     Story Cloze from a folder that holds only its validation file (the test file is handed out
-    separately): ``train`` is one half of that file and ``test`` the other (``val_halves``).
+    separately): ``train`` is one half of that file and ``test`` the other
+    (``sources.Files.val_halves``).
     """
-    from ..bundle import examples, is_bundle  # a bundle imports the tasks
-
-    spec = _spec(task, split)
-    if is_bundle(source):
-        return examples(source, spec, split, limit, seed)
-    if _val_only(spec, source):
-        return subsample(val_halves(spec, source)[split], limit, seed)
-    return subsample(read(spec, split, source), limit, seed)
-
-
-def _val_only(spec: TaskSpec, source: str | Path) -> bool:
-    """Story Cloze in a local folder with its validation file but without its test file."""
-    if spec.name != "story_cloze" or source in ("fixture", "hub") or Path(source).is_file():
-        return False
-    try:
-        find(spec, "test", source)
-    except FileNotFoundError:
-        find(spec, "train", source)  # neither file: the error names the validation file
-        return True
-    return False
-
-
-def val_halves(spec: TaskSpec, source: str | Path) -> dict[str, list[Example]]:
-    """The Story Cloze validation file cut in two, the same way for every run (seed 0, not the
-    run's): ``train`` (936 of the 1,871 stories) to fine-tune on, ``test`` (935) to score."""
-    stories = read(spec, "train", source)
-    order = list(range(len(stories)))
-    random.Random(0).shuffle(order)
-    test = set(order[: len(stories) // 2])
-    return {
-        "train": [x for i, x in enumerate(stories) if i not in test],
-        "test": [x for i, x in enumerate(stories) if i in test],
-    }
+    return open_source(source).examples(_spec(task, split), split, limit, seed)

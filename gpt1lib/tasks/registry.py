@@ -291,6 +291,11 @@ TASKS: dict[str, TaskSpec] = {
 }  # fmt: skip
 
 
+#: Tasks scored by the model fine-tuned on another, whose training data they share: MNLI's
+#: mismatched dev set beside its matched one, RACE's two levels beside the whole.
+SCORED_BESIDE: dict[str, tuple[str, ...]] = {"mnli_m": ("mnli_mm",), "race": ("race_m", "race_h")}
+
+
 def get_task(name: str) -> TaskSpec:
     """The task registered as ``name`` (the key, or the paper's title such as ``"MNLI-m"``)."""
     key = name.strip().lower()

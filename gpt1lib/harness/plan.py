@@ -1,11 +1,13 @@
 """A time-budgeted plan of a scale's whole reproduction, run in one process (``plan_run``).
 
-``make record SCALE=small BUDGET=17`` (17 minutes of accelerator time) plans, prints, then runs:
+``make record SCALE=small BUDGET=17`` (17 minutes of accelerator time) plans, prints, then runs
+the chapters' experiments (``experiments``), their tasks and arms the ``Scale``'s:
 
 * ``pretrain:gpt``: L1 pre-training (§3.1), its updates and log-spaced checkpoints;
-* ``finetune``: every task of chapters 05-08 and chapter 04's two objectives (λ = 0.5, 0);
+* ``finetune``: every task of chapters 05-08, and chapter 04's lambda = 0 (its lambda = 0.5
+  run is chapter 05's);
 * ``zeroshot``: the §5 heuristics at each log-spaced checkpoint of both models;
-* ``transfer``: layer transfer (Figure 2 left) on MNLI and RACE, ``n_transfer`` = -1..n_layer;
+* ``transfer``: layer transfer (Figure 2 left) on the scale's tasks, ``n_transfer`` = -1..n_layer;
 * ``pretrain:lstm``: the LSTM baseline; ``ablations``: Table 5's four arms over its 8 tasks;
 * ``bench``: the speed run (``gpt1lib.bench``) at the paper preset, with and without compile.
 
@@ -27,29 +29,26 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from . import bundle
-from .checkpoint import save_model
-from .fast import FastGPT
-from .finetune import TaskModel, encode_all
-from .flops import model_flops_per_token, table_peak
-from .lstm import LSTMLM
-from .optim import make_optimizer, train_step
-from .paper import ABLATIONS, TABLE5_TASKS
-from .runtime import synchronize
-from .tasks import get_task, load_examples, unavailable
-from .transforms import Encoded, collate
+from ..checkpoint import save_model
+from ..fast import FastGPT
+from ..finetune import TaskModel, encode_all
+from ..flops import model_flops_per_token, table_peak
+from ..lstm import LSTMLM
+from ..optim import make_optimizer, train_step
+from ..runtime import synchronize
+from ..scales import ARMS
+from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable
+from ..transforms import Encoded, collate
+from ..zeroshot import ZERO_SHOT_SPLITS
+from .bundle import ladder
 
-#: The tasks each fine-tuning chapter runs (its default ``tasks``), and those scored beside one.
-CHAPTER_TASKS = {
-    "05_classification": ("sst2", "cola"),
-    "06_entailment": ("mnli_m", "snli", "scitail", "qnli", "rte"),
-    "07_similarity": ("mrpc", "stsb", "qqp"),
-    "08_multiple_choice": ("race", "story_cloze"),
+#: The chapter of each family's tasks (their records' file).
+FAMILY_CHAPTER = {
+    "classification": "05_classification",
+    "entailment": "06_entailment",
+    "similarity": "07_similarity",
+    "multiple_choice": "08_multiple_choice",
 }
-FINETUNED = tuple(t for tasks in CHAPTER_TASKS.values() for t in tasks)
-ALSO = {"mnli_m": ("mnli_mm",), "race": ("race_m", "race_h")}
-TRANSFER_TASKS = ("mnli_m", "race")  # chapter 10's
-OBJECTIVE_TASK = "sst2"  # chapter 04 fine-tunes it with lambda 0.5 and 0
 #: Table 5's columns a plan keeps when even the smallest draws do not fit: the cpu run's four,
 #: then two (each of §5's findings still has a task on each side of it).
 FEWER_ABLATION_TASKS = (("cola", "sst2", "mrpc", "rte"), ("sst2", "rte"))
@@ -216,14 +215,17 @@ def estimate(S, vocab_size: int, device_name: str = "NVIDIA H100 80GB HBM3") -> 
 # ---------------------------------------------------------------- the data's sizes
 
 
+def finetuned(S) -> list[str]:
+    """The tasks chapters 05-08 fine-tune at scale ``S`` (``Scale.family_tasks``)."""
+    return [t for tasks in S.family_tasks.values() for t in tasks]
+
+
 def task_stats(S, source, tok) -> dict[str, dict]:
     """For every task a run may load from ``source``: examples per split, mean tokens per
     example (every sequence, from up to 100 of them) and seconds to encode one."""
-    from .zeroshot import ZERO_SHOT_TASKS
-
-    n_ctx, out = S.model_config().n_ctx, {}
-    names = [t for t in FINETUNED if not unavailable(t, source)]
-    names += [o for t in names for o in ALSO.get(t, ())] + list(ZERO_SHOT_TASKS)
+    n_ctx, out, src = S.model_config().n_ctx, {}, open_source(source)
+    names = [t for t in finetuned(S) if not unavailable(t, source)]
+    names += [o for t in names for o in SCORED_BESIDE.get(t, ())] + list(ZERO_SHOT_SPLITS)
     for name in dict.fromkeys(names):
         spec, entry = get_task(name), {}
         for split in dict.fromkeys(("train", spec.eval_split, "dev")):
@@ -231,10 +233,7 @@ def task_stats(S, source, tok) -> dict[str, dict]:
                 sample = load_examples(spec, split, source, 100, S.finetune.seed)
             except (FileNotFoundError, RuntimeError, ValueError):
                 continue
-            if bundle.is_bundle(source):
-                n = bundle.manifest(source)["tasks"][name][split]["of"]
-            else:
-                n = len(load_examples(spec, split, source))
+            n = src.count(spec, split)
             t0 = time.perf_counter()
             items = encode_all(sample, spec, tok, n_ctx)
             encode = (time.perf_counter() - t0) / len(items)
@@ -246,17 +245,15 @@ def task_stats(S, source, tok) -> dict[str, dict]:
 
 
 def ladders(S, source, stats: dict) -> dict[tuple[str, str], list[int | None]]:
-    """(task, split) -> the draws a plan may pick, largest first: those a bundle holds, else
-    the scale's limit and its halvings."""
-    out = {}
+    """(task, split) -> the draws a plan may pick, largest first: those the source holds (a
+    bundle's), else the scale's limit and its halvings."""
+    out, src = {}, open_source(source)
     for task, splits in stats.items():
         for split, st in splits.items():
-            if bundle.is_bundle(source):
-                out[task, split] = bundle.held_limits(source, task, split)
-            else:
-                limits = S.limits_for(task)
-                top = limits["limit" if split == "train" else "eval_limit"]
-                out[task, split] = bundle.ladder(top, st["n"])
+            held = src.draws(get_task(task), split)
+            limits = S.limits_for(task)
+            top = limits["limit" if split == "train" else "eval_limit"]
+            out[task, split] = held if held is not None else ladder(top, st["n"])
     return out
 
 
@@ -345,15 +342,15 @@ def _steps_levels(full: int) -> list[int]:
 
 def groups(ctx: Context) -> dict[str, int]:
     """Each group and how many levels it has (level 0: the scale's own settings)."""
-    S, tasks = ctx.S, _available(ctx, FINETUNED)
+    S, tasks = ctx.S, _available(ctx, finetuned(ctx.S))
     n_zs = len(_zeroshot_levels(S))
     return {
         "pretrain:gpt": len(_steps_levels(S.pretrain.total_steps)),
         "finetune": _levels(ctx, tasks),
         "zeroshot": n_zs,
-        "transfer": _levels(ctx, _available(ctx, TRANSFER_TASKS)) + 2,
+        "transfer": _levels(ctx, _available(ctx, S.transfer_tasks)) + 2,
         "pretrain:lstm": len(_steps_levels(S.pretrain.total_steps)),
-        "ablations": _levels(ctx, _available(ctx, TABLE5_TASKS)) + len(FEWER_ABLATION_TASKS),
+        "ablations": _levels(ctx, _available(ctx, S.ablation_tasks)) + len(FEWER_ABLATION_TASKS),
     }
 
 
@@ -396,15 +393,14 @@ def units(ctx: Context, levels: dict[str, int]) -> list[dict]:
         if arch == "gpt":
             _transfer_units(ctx, levels["transfer"], add, ft)
     ratio, level = tp.lstm_step_s / tp.pretrain_step_s, levels["ablations"]
-    top = _levels(ctx, _available(ctx, TABLE5_TASKS)) - 1
-    tasks = ((TABLE5_TASKS, *FEWER_ABLATION_TASKS))[max(0, level - top)]
-    for method, experiment in ABLATIONS.items():
-        arm = experiment.split(":")[1]
+    top = _levels(ctx, _available(ctx, S.ablation_tasks)) - 1
+    tasks = ((S.ablation_tasks, *FEWER_ABLATION_TASKS))[max(0, level - top)]
+    for arm in ARMS:
         for task in _available(ctx, tasks):
             limit = _pick(ctx, task, "train", min(level, top))
             r = ratio if arm == "lstm" else 1.0
             add(f"ablation:{arm}:{task}", "ablations", CHAPTER["ablation"], ft(task, limit, r),
-                kind="ablation", method=method, task=task, limit=limit)  # fmt: skip
+                kind="ablation", arm=arm, task=task, limit=limit)  # fmt: skip
     cuda = tp.device != "cpu"
     preset, compiled = ("paper", [False, True]) if cuda else (S.model, [False])
     add("bench", "bench", CHAPTER["bench"], tp.bench_s, kind="bench", preset=preset,
@@ -413,22 +409,24 @@ def units(ctx: Context, levels: dict[str, int]) -> list[dict]:
 
 
 def _finetune_units(ctx: Context, level: int, add, ft) -> None:
-    if (OBJECTIVE_TASK, "train") in ctx.ladders:
-        limit = _pick(ctx, OBJECTIVE_TASK, "train", level)
-        for coef in (0.5, 0.0):
-            add(f"objective:{OBJECTIVE_TASK}:lambda{coef}", "finetune", CHAPTER["objective"],
-                ft(OBJECTIVE_TASK, limit), kind="objective", task=OBJECTIVE_TASK, limit=limit,
-                lm_coef=coef)  # fmt: skip
-    for chapter, tasks in CHAPTER_TASKS.items():
+    """Chapters 05-08's runs, and chapter 04's lambda = 0 on its task: its lambda = 0.5 run is
+    chapter 05's on the same examples (run once; chapter 04 points to it)."""
+    for family, tasks in ctx.S.family_tasks.items():
         for task in _available(ctx, tasks):
             limit = _pick(ctx, task, "train", level)
-            also = [o for o in ALSO.get(task, ()) if o in ctx.stats]
-            add(f"finetune:{task}", "finetune", chapter, ft(task, limit, extra=also),
-                kind="finetune", task=task, limit=limit, also=also)  # fmt: skip
+            also = [o for o in SCORED_BESIDE.get(task, ()) if o in ctx.stats]
+            add(f"finetune:{task}", "finetune", FAMILY_CHAPTER[family],
+                ft(task, limit, extra=also), kind="finetune", task=task, limit=limit,
+                also=also)  # fmt: skip
+    task = ctx.S.objective_task
+    if (task, "train") in ctx.ladders:
+        limit = _pick(ctx, task, "train", level)
+        add(f"objective:{task}:lambda0.0", "finetune", CHAPTER["objective"], ft(task, limit),
+            kind="objective", task=task, limit=limit, lm_coef=0.0)  # fmt: skip
 
 
 def _transfer_units(ctx: Context, level: int, add, ft) -> None:
-    n_layer, tasks = ctx.S.model_config().n_layer, _available(ctx, TRANSFER_TASKS)
+    n_layer, tasks = ctx.S.model_config().n_layer, _available(ctx, ctx.S.transfer_tasks)
     top = _levels(ctx, tasks) - 1
     every = {top + 1: 2, top + 2: 4}.get(level, 1)
     for task in tasks:
@@ -550,4 +548,4 @@ def _describe(group: str, mine: list[dict]) -> tuple[str, str]:
         return f"n_transfer {points}, {len(mine)} runs of 3 epochs", detail
     if group == "ablations":
         return f"4 arms x {len(tasks)} tasks, {len(mine)} runs of 3 epochs", detail
-    return f"{len(mine)} runs of 3 epochs (chapter 04's two objectives on SST-2)", detail
+    return f"{len(mine)} runs of 3 epochs (and chapter 04's λ = 0 on {mine[-1]['task']})", detail

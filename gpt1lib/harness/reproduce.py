@@ -1,6 +1,6 @@
 """The recorded reproduction: every chapter run with papermill, its records kept under results/.
 
-    python -m gpt1lib.reproduce --scale small --source ../shared/data \\
+    python -m gpt1lib.harness.reproduce --scale small --source ../shared/data \\
         --corpus ../shared/data/corpus/gutenberg_novels
 
 runs each chapter in ``book/`` in the table of contents' order with papermill, at ``--scale``,
@@ -14,12 +14,12 @@ is reported and the others still run; the command then ends with an error naming
 chapters (their records are not kept). ``--book`` rebuilds the HTML book afterwards.
 
 With ``--budget MINUTES`` the chapters' training runs instead in one process, planned to fit
-that much accelerator time (``gpt1lib.plan``, ``gpt1lib.plan_run``): the records land in the
+that much accelerator time (``harness.plan``, ``harness.plan_run``): the records land in the
 same files, and ``make book`` draws the results chapters from them afterwards.
 
 A sweep reruns one chapter over the values of one parameter, the researcher's use:
 
-    python -m gpt1lib.reproduce --scale cpu --only 05_classification \
+    python -m gpt1lib.harness.reproduce --scale cpu --only 05_classification \
         -p tasks '["sst2"]' --sweep lm_coef 0 0.5 1
 
 Its runs append their records under ``<out_dir>/<scale>/`` like any run of the chapter (each
@@ -36,11 +36,12 @@ from pathlib import Path
 
 import yaml
 
-from .checkpoint import write_json
-from .records import git_commit
-from .scales import SCALES
+from ..files import write_json
+from ..records import git_commit
+from ..scales import SCALES
+from .plan_run import run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class RecordError(RuntimeError):
@@ -169,7 +170,7 @@ def sweep(
 
 def main(argv: list[str] | None = None) -> dict | list[Path]:
     p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.reproduce", description=__doc__.split("\n")[0]
+        prog="python -m gpt1lib.harness.reproduce", description=__doc__.split("\n")[0]
     )
     p.add_argument("--scale", default="small", choices=tuple(SCALES))
     p.add_argument("--source", help="folder of the task data sets, or 'hub'")
@@ -233,8 +234,6 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
 
 def _budgeted(a, p: argparse.ArgumentParser) -> dict:
     """``--budget``: the whole scale in one process (``gpt1lib.plan_run``)."""
-    from .plan_run import run
-
     if a.budget <= 0 or not a.source or not a.corpus:
         p.error("--budget MINUTES (> 0) needs --source and --corpus (a bundle, or the data)")
     if a.only or a.param or a.sweep:

@@ -1,7 +1,7 @@
 """An offline bundle: everything a run at one scale reads, in one folder, for a machine without
 a network (a cluster node, a short GPU lease).
 
-    python -m gpt1lib.bundle --scale small --source ../shared/data --out bundle/
+    python -m gpt1lib.harness.bundle --scale small --source ../shared/data --out bundle/
 
 writes
 
@@ -16,19 +16,16 @@ writes
 * ``manifest.json``: the scale, seed and commit it was built at, the source of every part, the
   counts, and each file's size and sha256.
 
-The loaders recognise a bundle by its manifest: ``corpus.build_corpus(tok, n_ctx, bundle)``
-returns the stored ids (no tokenizing), ``tasks.load_examples(task, split, bundle, limit, seed)``
-returns exactly what the same call on the original source returns, for the draws the bundle holds
-(another draw is an error that names the ones it holds). A bundle may hold licensed data (Story
-Cloze): it is the user's copy, never committed (``/bundle*/`` is git-ignored).
+A bundle is a data source like the others (``tasks.sources.Bundle`` reads it): the same
+examples as the original files for the draws it holds, the corpus's ids without tokenizing, its
+tokenizer. It may hold licensed data (Story Cloze): the user's copy, never committed
+(``/bundle*/`` is git-ignored).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import functools
-import hashlib
 import io
 import json
 import lzma
@@ -38,139 +35,28 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import atomic_path, file_sha256, write_json
-from .tasks import Example, TaskSpec, describe_source, get_task, subsample, unavailable
-from .tokenizer import GPT1Tokenizer
+from ..corpus import Documents, load_documents, split_documents, tokenize
+from ..experiments import scale_tokenizer
+from ..files import atomic_path, file_sha256, write_json
+from ..paths import PACKAGE
+from ..records import git_commit
+from ..scales import SCALES
+from ..tasks import (
+    SCORED_BESIDE,
+    TaskSpec,
+    describe_source,
+    get_task,
+    load_examples,
+    subsample,
+    unavailable,
+)
+from ..tasks.sources import FORMAT, MANIFEST, BundleError
+from ..tokenizer import RELEASED_FILES, GPT1Tokenizer
+from ..zeroshot import ZERO_SHOT_SPLITS
 
-MANIFEST = "manifest.json"
-FORMAT = "gpt1lib-bundle/1"
-RELEASED = ("encoder_bpe_40000.json", "vocab_40000.bpe")
 MIN_EXAMPLES = 250  # the smallest training draw the plan may pick
 SHOWN = (1, 50, 100)  # the draws the chapters show examples from
 MIB = 2**20
-
-
-class BundleError(ValueError):
-    """A bundle that is damaged, or that does not hold what a run asks of it."""
-
-
-def is_bundle(path) -> bool:
-    """Whether ``path`` is a bundle folder (it holds a ``manifest.json`` of this format)."""
-    if not isinstance(path, (str, os.PathLike)) or str(path) in ("fixture", "hub", ""):
-        return False
-    return (Path(path) / MANIFEST).is_file()
-
-
-@functools.lru_cache(maxsize=8)
-def _manifest(folder: str, mtime: float) -> dict:
-    man = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    if man.get("format") != FORMAT:
-        raise BundleError(f"{folder}: manifest format {man.get('format')!r}, expected {FORMAT!r}")
-    return man
-
-
-def manifest(bundle) -> dict:
-    """The bundle's manifest (read once per change of the file)."""
-    path = Path(bundle).resolve()
-    return _manifest(str(path), (path / MANIFEST).stat().st_mtime)
-
-
-@functools.lru_cache(maxsize=64)
-def _read(path: str, sha256: str) -> bytes:
-    """A bundle file's bytes, decompressed, after checking its sha256 against the manifest."""
-    data = Path(path).read_bytes()
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise BundleError(f"{path} does not match the sha256 in its manifest: it is damaged")
-    return lzma.decompress(data) if path.endswith(".xz") else data
-
-
-def _file(bundle, name: str) -> bytes:
-    entry = manifest(bundle)["files"].get(name)
-    if entry is None:
-        raise BundleError(f"{bundle} lists no file {name} in its manifest")
-    return _read(str(Path(bundle).resolve() / name), entry["sha256"])
-
-
-# ---------------------------------------------------------------- reading
-
-
-def tokenizer(bundle) -> GPT1Tokenizer:
-    """The tokenizer the bundle's corpus was tokenized with."""
-    folder = Path(bundle) / "tokenizer"
-    if (folder / RELEASED[0]).is_file():
-        tok = GPT1Tokenizer.from_released(folder / RELEASED[0], folder / RELEASED[1])
-    else:
-        tok = GPT1Tokenizer.load(folder)
-    if tok.fingerprint() != manifest(bundle)["tokenizer"]["fingerprint"]:
-        raise BundleError(f"{folder} is not the tokenizer its manifest names: rebuild the bundle")
-    return tok
-
-
-def corpus_ids(bundle, split: str) -> np.ndarray:
-    """The corpus's token ids of ``split`` ("train" or "valid")."""
-    return np.load(io.BytesIO(_file(bundle, f"corpus/{split}.npy.xz")))
-
-
-def check_tokenizer(bundle, tok) -> None:
-    """An error unless ``tok`` is the tokenizer the bundle's corpus was tokenized with."""
-    want = manifest(bundle)["tokenizer"]["fingerprint"]
-    if tok.fingerprint() != want:
-        raise BundleError(
-            f"the corpus in {bundle} was tokenized with the tokenizer in {bundle}/tokenizer "
-            f"(fingerprint {want}), not this one ({tok.fingerprint()}): load that one, "
-            f"gpt1lib.bundle.tokenizer({str(bundle)!r})"
-        )
-
-
-def _split_entry(bundle, spec: TaskSpec, split: str) -> dict:
-    held = manifest(bundle)["tasks"]
-    entry = held.get(spec.name, {}).get(split)
-    if entry is None:
-        have = sorted(f"{t} {s}" for t, splits in held.items() for s in splits)
-        raise FileNotFoundError(
-            f"the bundle {bundle} holds no {spec.title} {split} examples (it holds: "
-            f"{', '.join(have) or 'none'}); build it from a source that has them"
-        )
-    return entry
-
-
-@functools.lru_cache(maxsize=64)
-def _examples(bundle: str, name: str) -> dict[int, Example]:
-    rows = (json.loads(line) for line in _file(bundle, name).decode("utf-8").splitlines())
-    return {
-        r["i"]: Example(tuple(r["texts"]), tuple(r["answers"]), r["label"], r["uid"]) for r in rows
-    }
-
-
-def examples(bundle, spec: TaskSpec, split: str, limit: int | None, seed: int) -> list[Example]:
-    """What ``tasks.load_examples(spec, split, <the original source>, limit, seed)`` returns,
-    from the bundle; an error if the bundle does not hold that draw."""
-    entry = _split_entry(bundle, spec, split)
-    want = subsample(list(range(entry["of"])), limit, seed)  # the direct load's indices
-    held = _examples(str(Path(bundle).resolve()), entry["file"])
-    missing = sum(i not in held for i in want)
-    if missing:
-        raise BundleError(
-            f"the bundle {bundle} holds {len(held)} of the {entry['of']} {spec.title} {split} "
-            f"examples, the draws (limit, seed) {entry['draws']}; limit={limit}, seed={seed} asks "
-            f"for {missing} it lacks: use one of those limits, or build the bundle with this one"
-        )
-    return [held[i] for i in want]
-
-
-def describe(bundle, spec: TaskSpec, split: str) -> str:
-    """Where the bundle's examples of ``split`` came from, relative to the source it was built
-    from (e.g. "glue/SST-2/train.tsv, via bundle")."""
-    return f"{_split_entry(bundle, spec, split)['from']}, via bundle"
-
-
-def held_limits(bundle, task: str, split: str) -> list[int | None]:
-    """The limits a plan may pick for ``task``'s ``split`` (``ladder``), largest first (None:
-    all); the bundle holds their draws with its seed."""
-    return _split_entry(bundle, get_task(task), split)["ladder"]
-
-
-# ---------------------------------------------------------------- building
 
 
 def ladder(limit: int | None, n: int, floor: int = MIN_EXAMPLES) -> list[int | None]:
@@ -186,30 +72,27 @@ def ladder(limit: int | None, n: int, floor: int = MIN_EXAMPLES) -> list[int | N
 
 def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
     """Task -> split -> the scale's limits for what a run at scale ``S`` loads: each fine-tuned
-    task's train and eval split (and those of the tasks scored beside it, MNLI-mm, RACE-m/h),
-    RACE dev (layer transfer), the zero-shot sets. Tasks whose data ``source`` lacks are left
-    out (a fine-tuned task needs both its splits)."""
-    from .plan import ALSO, FINETUNED
-    from .tasks import load_examples
-    from .zeroshot import ZERO_SHOT_TASKS
-
+    task's train and eval split (chapters 05-08's, ``Scale.family_tasks``, and those scored
+    beside them, MNLI-mm, RACE-m/h), the dev split of the layer-transfer tasks, the zero-shot
+    sets. Tasks whose data ``source`` lacks are left out (a fine-tuned task needs both its
+    splits)."""
     want: dict[str, dict[str, list]] = {}
 
     def add(task: str, split: str, *limits) -> None:
         want.setdefault(task, {}).setdefault(split, []).extend(limits)
 
-    for name in FINETUNED:
+    for name in [t for tasks in S.family_tasks.values() for t in tasks]:
         if unavailable(name, source):
             continue
         train, evals = S.limits_for(name).values()
         add(name, "train", train)
         add(name, get_task(name).eval_split, evals)
-        for other in ALSO.get(name, ()):
+        for other in SCORED_BESIDE.get(name, ()):
             add(other, get_task(other).eval_split, evals)
-        if name == "race":
-            add("race", "dev", evals)  # layer transfer scores RACE on dev
-    for name in ZERO_SHOT_TASKS:
-        add(name, "dev" if name == "race" else get_task(name).eval_split, S.zero_shot_examples)
+        if name in S.transfer_tasks:
+            add(name, "dev", evals)  # layer transfer scores on dev
+    for name, split in ZERO_SHOT_SPLITS.items():
+        add(name, split, S.zero_shot_examples)
     add("cola", "train", S.zero_shot_examples)  # the zero-shot threshold is chosen on train
     out: dict[str, dict[str, list]] = {}
     for task, splits in want.items():
@@ -228,8 +111,6 @@ def _write_xz(path: Path, data: bytes) -> None:
 
 
 def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) -> dict:
-    from .tasks import load_examples
-
     every = load_examples(spec, split, source)
     n = len(every)
     steps = ladder(limits[0], n)  # the plan's choices; the other limits are drawn as they are
@@ -244,34 +125,30 @@ def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) ->
     _write_xz(out / name, "\n".join(lines).encode("utf-8"))
     where = describe_source(spec, split, source)
     root = str(Path(source).resolve()) + os.sep if source not in ("fixture", "hub") else ""
-    where = where.replace(root, "").replace(str(Path(__file__).parent / "fixtures") + os.sep, "")
+    where = where.replace(root, "").replace(str(PACKAGE / "fixtures") + os.sep, "")
     by_size = sorted(draws, key=lambda d: -(n if d[0] is None else d[0]))
     entry = {"file": name, "of": n, "examples": len(keep), "draws": by_size, "ladder": steps}
     return entry | {"from": where}
 
 
 def _tokenizer_for(S, source, corpus, out: Path, bpe_dir) -> GPT1Tokenizer:
-    """The scale's tokenizer, written into ``out/tokenizer``: the released files copied, or the
-    merges learned on the corpus as ``pretrained_model`` learns them."""
-    from .corpus import load_documents
-    from .runs import load_tokenizer
-
+    """The scale's tokenizer (``experiments.scale_tokenizer``: the released files, read from a
+    local folder, or the merges learned on the corpus), written into ``out/tokenizer``."""
     folder = out / "tokenizer"
     folder.mkdir(parents=True, exist_ok=True)
-    if S.tokenizer == "released":
-        bpe = Path(bpe_dir or os.environ.get("GPT1_BPE_DIR") or Path(source) / "gpt1_bpe")
-        for name in RELEASED:
-            if not (bpe / name).is_file():
-                raise FileNotFoundError(
-                    f"{bpe / name} does not exist: pass --bpe, the folder of the released "
-                    f"{' and '.join(RELEASED)} (or set GPT1_BPE_DIR)"
-                )
-            shutil.copyfile(bpe / name, folder / name)
-        return load_tokenizer(str(folder))
-    texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
-    tok = load_tokenizer(S.tokenizer, texts)
-    tok.save(folder)
-    return tok
+    if S.tokenizer != "released":
+        tok = scale_tokenizer(S, corpus)
+        tok.save(folder)
+        return tok
+    bpe = Path(bpe_dir or os.environ.get("GPT1_BPE_DIR") or Path(source) / "gpt1_bpe")
+    for name in RELEASED_FILES:
+        if not (bpe / name).is_file():
+            raise FileNotFoundError(
+                f"{bpe / name} does not exist: pass --bpe, the folder of the released "
+                f"{' and '.join(RELEASED_FILES)} (or set GPT1_BPE_DIR)"
+            )
+        shutil.copyfile(bpe / name, folder / name)
+    return scale_tokenizer(S, corpus, str(folder))
 
 
 def _cut(text: str, chars: int) -> str:
@@ -285,8 +162,6 @@ def _cut(text: str, chars: int) -> str:
 def _write_corpus(S, corpus, tok, out: Path, budget_bytes: float, seed: int, log, root) -> dict:
     """The corpus split as ``build_corpus`` splits it, tokenized, its training text cut (after a
     paragraph) to what ``budget_bytes`` holds; returns its manifest entry."""
-    from .corpus import Documents, load_documents, split_documents, tokenize
-
     train = load_documents(corpus, "train", limit=S.corpus_limit)
     try:
         valid = load_documents(corpus, "valid", limit=S.corpus_limit)
@@ -328,7 +203,7 @@ def _write_corpus(S, corpus, tok, out: Path, budget_bytes: float, seed: int, log
 def _relative(desc: str, root) -> str:
     """``desc`` with the machine's path of the source folder ``root`` taken out."""
     if root in ("fixture", "hub", None):
-        return desc.replace(str(Path(__file__).parent / "fixtures") + os.sep, "")
+        return desc.replace(str(PACKAGE / "fixtures") + os.sep, "")
     return desc.replace(str(Path(root).resolve()) + os.sep, "").replace(str(root) + os.sep, "")
 
 
@@ -345,14 +220,11 @@ def build(
     """Write the bundle of ``scale`` from the task data in ``source`` and the corpus ``corpus``
     (None: the fixture at smoke scale, else ``<source>/corpus/gutenberg_novels``) into ``out``;
     the corpus is cut to keep the whole within ``max_mib``. Returns the manifest."""
-    from .records import git_commit
-    from .scales import SCALES
-
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {tuple(SCALES)}")
     S, out = SCALES[scale], Path(out)
     if out.exists() and any(out.iterdir()):
-        if not is_bundle(out):
+        if not (out / MANIFEST).is_file():
             raise FileExistsError(f"{out} holds files and is no bundle: choose an empty folder")
         shutil.rmtree(out)  # an older bundle: rebuilt whole
     if corpus is None:
@@ -419,7 +291,7 @@ def summary(man: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     """``python -m gpt1lib.bundle``: build a bundle and print what it holds."""
     p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.bundle",
+        prog="python -m gpt1lib.harness.bundle",
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from .runtime import synchronize
+from ..runtime import synchronize
 
 
 def rss_bytes() -> int | None:

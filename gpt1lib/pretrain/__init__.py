@@ -12,7 +12,7 @@ The paper ran 100 epochs over BooksCorpus.
 ``torch.compile``) and on many with PyTorch's DDP under ``torchrun``.
 Checkpoints (``checkpoint.py``) hold everything a run needs to go on exactly where it stopped
 and are checked against the run's config before it resumes. ``python -m gpt1lib.pretrain`` is
-its command line (in ``runs.py``, beside the other ways of making a pre-trained model).
+its command line (``pretrain/__main__.py``, above the scales it takes its defaults from).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .checkpoint import (
+from ..checkpoint import (
     CheckpointError,
     clean_run,
     latest_checkpoint,
@@ -41,11 +41,11 @@ from .checkpoint import (
     save_and_prune,
     save_model,
 )
-from .checks import check_pretrain_config, check_tokenizer
-from .corpus import Corpus
-from .optim import cosine_lr, make_optimizer, train_step
-from .records import append_records, keep_records, make_record, provenance, read_records
-from .runtime import (
+from ..checks import check_pretrain_config, check_tokenizer
+from ..corpus import Corpus
+from ..optim import cosine_lr, make_optimizer, train_step
+from ..records import append_records, keep_records, make_record, provenance, read_records
+from ..runtime import (
     FLOAT32,
     Precision,
     pick_device,
@@ -453,9 +453,3 @@ class _Logger:
             ]
         if self.proc.main and recs:
             append_records(self.path, recs)
-
-
-if __name__ == "__main__":  # python -m gpt1lib.pretrain: the command line lives in runs.py
-    from .runs import main
-
-    main()

@@ -1,10 +1,11 @@
-"""Running a plan (``gpt1lib.plan``) in one process, every record written as it is made.
+"""Running a plan (``harness.plan``) in one process, every record written as it is made.
 
-    python -m gpt1lib.reproduce --scale small --source bundle --corpus bundle --budget 17
+    python -m gpt1lib.harness.reproduce --scale small --source bundle --corpus bundle --budget 17
 
 loads the data once, times a few steps of each kind of work, prints the plan and runs its units
-in order with the library's own functions (``pretrain``, ``runs.pretrained_model``,
-``finetune.run_task``, ``zeroshot.evaluate_checkpoints``, ``bench.run_benchmark``). After each
+in order, each a call of the chapter's own experiment (``experiments``: ``pretraining``,
+``finetune_tasks``, ``objective``, ``layer_transfer``, ``zero_shot_curves``, ``ablations``;
+``harness.bench.speed_run``), so that a unit runs exactly what its chapter runs. After each
 unit its records go to ``results/<scale>/<chapter>.jsonl``, in the format the chapters write
 (each record's ``config`` also names its ``plan_part``), the unit is marked done in
 ``results/<scale>/plan.json`` and the chapter's line in ``manifest.json`` is brought up to date.
@@ -21,22 +22,30 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from . import bundle, plan
-from .checkpoint import file_sha256, latest_checkpoint, write_json
-from .corpus import build_corpus, load_documents
-from .finetune import run_task
-from .paper import ABLATIONS
-from .pretrain import pretrain
-from .records import append_records, git_commit, keep_records
-from .runs import load_tokenizer, new_model, pretrained_model
-from .runtime import pick_device, seed_everything
-from .scales import SCALES
-from .zeroshot import evaluate_checkpoints, load_zero_shot
+from ..checkpoint import latest_checkpoint
+from ..experiments import (
+    ablations,
+    finetune_tasks,
+    layer_transfer,
+    objective,
+    pretrain_dir,
+    pretraining,
+    scale_tokenizer,
+    zero_shot_curves,
+)
+from ..files import write_json
+from ..records import append_records, git_commit, keep_records
+from ..runs import pretrained_model
+from ..runtime import pick_device
+from ..scales import SCALES
+from ..tasks.sources import Bundle, open_source
+from . import plan
+from .bench import speed_run
 
 PRETRAIN_KEYS = ("total_steps", "warmup_steps", "ckpt_interval", "eval_interval")
 PRETRAIN_KEYS += ("n_log_checkpoints",)
@@ -54,135 +63,71 @@ class Run:
     device: torch.device
     tok: object
     log: object = print
-    _data: object = None
     _models: dict = field(default_factory=dict)
-
-    def data(self):
-        if self._data is None:
-            n_ctx, cfg = self.S.model_config().n_ctx, self.S.pretrain
-            cache = self.out_dir / "cache"
-            self._data = build_corpus(
-                self.tok,
-                n_ctx,
-                self.corpus,
-                seed=cfg.seed,
-                cache_dir=cache,
-                limit=self.S.corpus_limit,
-            )
-        return self._data
 
     def model(self, arch: str):
         if arch not in self._models:
-            if latest_checkpoint(self.run_dir(arch)) is None:  # e.g. a new machine
+            if latest_checkpoint(pretrain_dir(self.out_dir, self.S.name, arch)) is None:
                 raise FileNotFoundError(
-                    f"{self.run_dir(arch)} holds no pre-trained model (a new machine, or it was "
-                    "removed): the units that start from it cannot run; their records so far "
-                    "are kept. Start the plan over with --force all (FORCE=all)"
+                    f"{pretrain_dir(self.out_dir, self.S.name, arch)} holds no pre-trained model "
+                    "(a new machine, or it was removed): the units that start from it cannot "
+                    "run; their records so far are kept. Start the plan over with --force all "
+                    "(FORCE=all)"
                 )
             self._models[arch] = pretrained_model(
                 self.S.name, self.out_dir, "pretrain", self.corpus, arch, self.device, False
             )[0]
         return self._models[arch]
 
-    def run_dir(self, arch: str) -> Path:
-        return self.out_dir / self.S.name / ("pretrain" if arch == "gpt" else f"pretrain_{arch}")
 
-
-def _tokenizer(S, corpus):
-    """The tokenizer of a run on ``corpus``: a bundle's own, else the scale's."""
-    if bundle.is_bundle(corpus):
-        return bundle.tokenizer(corpus)
-    texts = None
-    if S.tokenizer.startswith("train:"):
-        texts = load_documents(corpus, "train", limit=S.corpus_limit).texts
-    return load_tokenizer(S.tokenizer, texts)
-
-
-def _identity(path) -> str:
+def _identity(value) -> str:
     """What identifies a data source in a plan: a bundle's manifest sha256, else its name."""
-    if bundle.is_bundle(path):
-        return "bundle " + file_sha256(Path(path) / bundle.MANIFEST)[:16]
-    return str(path)
+    src = open_source(value)
+    return src.identity() if isinstance(src, Bundle) else str(value)
 
 
-# ---------------------------------------------------------------- the units
+# ---------------------------------------------------------------- the units: the experiments
 
 
 def _pretrain(run: Run, u: dict, stop_after: int | None = None) -> list[dict]:
-    S, arch, folder = run.S, u["arch"], run.run_dir(u["arch"])
-    cfg = replace(S.pretrain, experiment=f"pretrain:{arch}", **{k: u[k] for k in PRETRAIN_KEYS})
-    data = run.data()
-    seed_everything(cfg.seed)
-    model = new_model(S, run.tok.vocab_size, arch)
-    kw = {"scale": S.name, "device": run.device, "progress": False, "stop_after": stop_after}
-    pretrain(model, run.tok, data, cfg, folder, resume=latest_checkpoint(folder) is not None, **kw)
-    lines = (folder / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    settings = {k: u[k] for k in PRETRAIN_KEYS}
+    job = pretraining(run.S, run.corpus, run.out_dir, arch=u["arch"], **settings)
+    job.run(device=run.device, progress=False, stop_after=stop_after)
+    lines = (job.folder / "records.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(x) for x in lines if x.strip()]
 
 
 def _finetune(run: Run, u: dict) -> list[dict]:
-    S, kind = run.S, u["kind"]
-    cfg, kw = replace(S.finetune), {"scale": S.name, "device": run.device, "progress": False}
-    model, where = run.model("gpt"), run.out_dir / S.name
+    S, kind, task = run.S, u["kind"], u["task"]
+    kw = {"out_dir": run.out_dir, "device": run.device, "progress": False, "limit": u["limit"]}
+    kw["init"] = "this run's own pre-training (the plan's pretrain:gpt part)"
+    gpt = run.model("gpt")
     if kind == "finetune":
-        kw |= {"also": u["also"], "out_dir": where / "finetune"}
+        results, _ = finetune_tasks(S, gpt, run.tok, [task], run.source, also=u["also"], **kw)
     elif kind == "objective":
-        coef = u["lm_coef"]
-        cfg = replace(cfg, lm_coef=coef, experiment=f"objective lambda={coef}")
-        kw["out_dir"] = where / "objective" / f"lambda{coef}"
+        results = objective(S, gpt, run.tok, task, run.source, coefs=(u["lm_coef"],), **kw)
     elif kind == "transfer":
-        cfg = replace(cfg, experiment="layer_transfer", n_transfer=u["n_transfer"])
-        cfg = replace(cfg, eval_train_examples=S.transfer_train_examples)
-        kw |= {"eval_split": "dev", "eval_limit": u["eval_limit"]}
-        kw["out_dir"] = where / "layer_transfer" / f"n_transfer_{u['n_transfer']}"
+        results = layer_transfer(S, gpt, run.tok, [task], run.source, points=[u["n_transfer"]],
+                                 eval_limit=u["eval_limit"], **kw)  # fmt: skip
     else:  # an ablation arm
-        experiment = ABLATIONS[u["method"]]
-        arm = experiment.split(":")[1]
-        cfg = replace(cfg, experiment=experiment)
-        cfg = replace(cfg, n_transfer=-1) if arm == "no_pretraining" else cfg
-        cfg = replace(cfg, lm_coef=0.0) if arm == "no_aux_lm" else cfg
-        model = run.model("lstm") if arm == "lstm" else model
-        kw["out_dir"] = where / "ablations" / arm
-    kw.setdefault("eval_limit", S.limits_for(u["task"])["eval_limit"])
-    result = run_task(model, run.tok, u["task"], run.source, cfg, limit=u["limit"], **kw)
-    return result.records
+        models = {"gpt": gpt, "lstm": run.model("lstm") if u["arm"] == "lstm" else None}
+        results = ablations(S, models, run.tok, [task], run.source, arms=[u["arm"]], **kw)
+    return [rec for r in results.values() for rec in r.records]
 
 
 def _zeroshot(run: Run, u: dict) -> list[dict]:
     S = run.S
-    data, skipped = load_zero_shot(run.source, S.zero_shot_examples, S.finetune.seed)
+    records, skipped = zero_shot_curves(
+        S, run.source, run.out_dir, archs=[u["arch"]], seed=S.finetune.seed,
+        device=run.device, progress=False,
+    )  # fmt: skip
     for task, why in skipped.items():
         run.log(f"  zero-shot {task}: skipped, {why}")
-    folders = sorted((run.run_dir(u["arch"]) / "log_checkpoints").glob("step_*"))
-    return evaluate_checkpoints(
-        folders, data, device=run.device, scale=S.name, progress=False, seed=S.finetune.seed
-    )
+    return records
 
 
 def _bench(run: Run, u: dict) -> list[dict]:
-    from .bench import BenchConfig, run_benchmark, to_records
-
-    cuda = run.device.type == "cuda"
-    name = "paper" if cuda else run.S.name
-    impl = ("gpt1lib", "gpt1lib:matrix", "transformers")
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        impl = impl[:2]
-    # the scale's batch, seq and steps for the device: at the paper preset on CUDA, 64 x 512
-    cfg = BenchConfig(scale=name, implementations=impl, mode="both", memory=cuda)
-    cfg = replace(cfg, device=str(run.device))
-    records, runs = [], [cfg]
-    if cuda:  # compiled: pre-training only (fine-tuning's many shapes would each recompile)
-        runs.append(replace(cfg, compile=True, mode="pretrain", implementations=impl[1:]))
-    for c in runs:
-        results = run_benchmark(c)
-        records += to_records(results)
-        compiled = c.compile
-        for r in results:
-            run.log(
-                f"  bench {r['variant']:18s} compile={compiled}: {r['tokens_per_s']:,.0f} tok/s"
-            )
+    records = speed_run(run.S, run.device, log=run.log)
     return records
 
 
@@ -202,9 +147,10 @@ RUNNERS = {
 
 def _fresh(run: Run, plan_path: Path, force: bool) -> None:
     """Before a new plan: nothing of an older run may mix into it (``force`` clears it)."""
-    chapters = {c for c in plan.CHAPTER.values()} | set(plan.CHAPTER_TASKS)
+    chapters = {*plan.CHAPTER.values(), *plan.FAMILY_CHAPTER.values()}
     old = [p for p in (run.kept / f"{c}.jsonl" for c in chapters) if p.is_file()]
-    runs = [run.run_dir(a) for a in ("gpt", "lstm") if run.run_dir(a).exists()]
+    folders = [pretrain_dir(run.out_dir, run.S.name, a) for a in ("gpt", "lstm")]
+    runs = [f for f in folders if f.exists()]
     if (old or runs or plan_path.is_file()) and not force:
         raise FileExistsError(
             f"{run.kept} or {run.out_dir / run.S.name} already holds records, checkpoints or "
@@ -272,7 +218,7 @@ def run(
     dev = pick_device(device)
     if dev.type == "cuda":
         torch.set_float32_matmul_precision("high")  # float32 leftovers on tensor cores
-    tok = _tokenizer(S, corpus)
+    tok = scale_tokenizer(S, corpus)
     run_ = Run(S, source, corpus, Path(out_dir), Path(results) / scale, dev, tok, log)
     path = run_.kept / "plan.json"
     key = {"budget": budget_min, "source": _identity(source), "corpus": _identity(corpus)}

@@ -11,7 +11,7 @@ the run. Both compute the same function: "gpt1lib" (``FastGPT``) drops out the s
 transformers does; each of ``VARIANTS`` changes one thing. Fine-tuning (``mode="finetune"``)
 times length-grouped batches padded to their longest against batches padded to the context.
 
-``python -m gpt1lib.bench --preset small --batch 4 --seq 128`` prints the table and, with
+``python -m gpt1lib.harness.bench --preset small --batch 4 --seq 128`` prints the table and, with
 ``--out``, appends the records (experiment "bench").
 """
 
@@ -31,19 +31,19 @@ from typing import Any, Literal
 import pandas as pd
 import torch
 
-from .fast import FastGPT
-from .finetune import TaskModel, batches
-from .flops import measured_matmul_tflops, mfu, model_flops_per_token, peak_tflops
-from .loss import task_loss
+from ..fast import FastGPT
+from ..finetune import TaskModel, batches
+from ..flops import measured_matmul_tflops, mfu, model_flops_per_token, peak_tflops
+from ..loss import task_loss
+from ..model import GPT, PRESETS, GPTConfig, lm_loss, preset
+from ..optim import make_optimizer, train_step
+from ..records import append_records, make_record, provenance
+from ..runtime import pick_device, synchronize
+from ..scales import SCALES
+from ..tasks import get_task
+from ..transforms import Encoded, collate
+from ..weights import config_to_hf
 from .memory import in_fresh_process, method, peak_growth
-from .model import GPT, PRESETS, GPTConfig, lm_loss, preset
-from .optim import make_optimizer, train_step
-from .records import append_records, make_record, provenance
-from .runtime import pick_device, synchronize
-from .scales import SCALES
-from .tasks import get_task
-from .transforms import Encoded, collate
-from .weights import config_to_hf
 
 LR = 2.5e-4  # pre-training's peak rate; a step takes as long at any rate
 LM_COEF = 0.5  # lambda of the fine-tuning loss L3
@@ -362,6 +362,31 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
     return rows
 
 
+def speed_run(S, device, *, compile: bool | None = None, log=print) -> list[dict]:
+    """The appendix's speed run, which the budgeted plan runs too: ``S.bench_preset``'s
+    training step (on CUDA the paper's preset, 64 x 512 tokens) against transformers, eager,
+    with the fine-tuning contenders, and on CUDA compiled as well (pre-training only: each new
+    fine-tuning shape would compile again); returns the records (``to_records``)."""
+    cuda = torch.device(device).type == "cuda"
+    impl = ("gpt1lib", "gpt1lib:matrix", "transformers")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        impl = impl[:2]
+    cfg = BenchConfig(scale=S.bench_preset if cuda else S.name, implementations=impl,
+                      mode="both", memory=cuda, device=str(device))  # fmt: skip
+    runs = [cfg]
+    if cuda if compile is None else compile:
+        runs.append(replace(cfg, compile=True, mode="pretrain", implementations=impl[1:]))
+    records = []
+    for c in runs:
+        results = run_benchmark(c)
+        records += to_records(results)
+        for r in results:
+            log(f"  bench {r['variant']:18s} compile={c.compile}: {r['tokens_per_s']:,.0f} tok/s")
+    return records
+
+
 def run_repeats(cfg: BenchConfig, repeats: int, **overrides: Any) -> list[list[dict[str, Any]]]:
     """``run_benchmark`` ``repeats`` times, each with fresh models; each result's ``repeat``
     says which. A busy or shared machine moves one run's figures: their spread says by how
@@ -475,7 +500,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """``python -m gpt1lib.bench``: time, print the table, append the records."""
     p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.bench",
+        prog="python -m gpt1lib.harness.bench",
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

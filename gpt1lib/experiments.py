@@ -1,0 +1,450 @@
+"""One function per chapter experiment, each taking a ``Scale`` and a data source.
+
+A chapter calls its experiment, and so does the budgeted plan (``harness.plan_run``, one unit at
+a time), so the two paths cannot disagree about what a chapter runs: its tasks, its arms and
+their fine-tuning protocols come from the ``Scale`` alone, its runs land in the same folders
+(``out_dir/<scale>/<experiment>/...``) with the same records.
+
+* ``pretraining`` (chapter 03): the scale's model, its tokenizer and corpus, pre-trained;
+* ``finetune_tasks`` (chapters 05-08): each task of a family from one pre-trained model;
+* ``objective`` (chapter 04): one task with lambda = 0.5 and lambda = 0;
+* ``layer_transfer`` (chapter 10, Figure 2 left): n_transfer = -1 .. n_layer per task;
+* ``zero_shot_curves`` (chapter 11, Figure 2 right): the heuristics at every checkpoint;
+* ``ablations`` (chapter 12, Table 5): each arm with the protocol the scale chose for it.
+
+The speed run (the appendix) is ``harness.bench.speed_run``. Each fine-tuning experiment
+gathers its data checks (``runtime.gathered_warnings``) into one line per task.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .checkpoint import CheckpointError, latest_checkpoint, read_state
+from .checks import check_run_task
+from .corpus import build_corpus, load_documents
+from .fast import FastGPT
+from .finetune import FinetuneConfig, FinetuneResult, encode_all, evaluate, finetune
+from .lstm import LSTMLM
+from .paths import shown
+from .pretrain import PretrainConfig, PretrainResult, pretrain, settings_diff
+from .records import append_records, make_record, per_example_record
+from .runtime import gathered_warnings, pick_precision, seed_everything
+from .scales import ARMS, SCALES, Scale
+from .tasks import (
+    SCORED_BESIDE,
+    DataWarning,
+    data_location,
+    get_task,
+    load_examples,
+    open_source,
+    unavailable,
+)
+from .tokenizer import GPT1Tokenizer
+from .zeroshot import evaluate_checkpoints, load_zero_shot
+
+# ---------------------------------------------------------------- pre-training
+
+
+def pretrain_dir(out_dir: str | os.PathLike, scale: str, arch: str = "gpt") -> Path:
+    """Where a chapter's pre-training run of ``arch`` at ``scale`` lives: ``out_dir/<scale>/
+    pretrain`` (the LSTM's: ``pretrain_lstm``)."""
+    return Path(out_dir, scale, "pretrain" if arch == "gpt" else f"pretrain_{arch}")
+
+
+def checkpoint_tokenizer(folder: str | os.PathLike) -> GPT1Tokenizer | None:
+    """The tokenizer of the newest checkpoint in a run ``folder``, or None where it has none."""
+    ckpt = latest_checkpoint(folder)
+    return GPT1Tokenizer.load(ckpt) if ckpt is not None else None
+
+
+def scale_tokenizer(S: Scale, corpus, spec: str | None = None, limit: int | None = None):
+    """The tokenizer a run of ``S`` on ``corpus`` starts with: the one the corpus's ids were
+    made with where it stores ids (a bundle), else ``spec`` (None: the scale's): "released",
+    "train:N" (learned on ``limit`` of the corpus's documents), or a folder."""
+    if (folder := open_source(corpus).tokenizer_folder()) is not None:
+        return GPT1Tokenizer.load(folder)
+    spec = spec or S.tokenizer
+    texts = None
+    if spec.startswith("train:"):
+        texts = load_documents(corpus, "train", limit=limit or S.corpus_limit).texts
+    return GPT1Tokenizer.from_spec(spec, texts)
+
+
+def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
+    """A freshly initialised model of the scale's shape, as the training loops run it."""
+    if arch == "lstm":
+        n_ctx = S.model_config().n_ctx
+        return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
+    return FastGPT(S.model_config(vocab_size=vocab_size, **overrides))
+
+
+def _scale_of(meta: dict) -> str | None:
+    """The scale whose model has the shape of ``meta`` (a run config's "model"): its blocks,
+    heads and width (an LSTM's units), whatever its vocabulary, context or dropout."""
+    for name, S in SCALES.items():
+        own = asdict(S.lstm_config() if meta.get("arch") == "LSTMLM" else S.model_config())
+        shape = [k for k in ("n_layer", "n_head", "n_embd", "n_hidden") if k in own]
+        if all(own[k] == meta.get("config", {}).get(k) for k in shape):
+            return name
+    return None
+
+
+def check_resume(
+    ckpt: Path, S: Scale, cfg: PretrainConfig, arch: str, asked: str, fix: str, **overrides
+) -> None:
+    """A ``CheckpointError`` unless ``ckpt`` holds a run of the model and recipe that ``asked``
+    gives (scale ``S``, ``cfg``, the model's ``overrides``), naming each difference and ``fix``.
+    Called before any data is loaded: ``pretrain`` compares the whole run config too, but only
+    once the scale's corpus is built (minutes of tokenising at cpu; offline, a hub error that
+    says nothing of the checkpoint)."""
+    run = read_state(ckpt).get("run_config")
+    if not isinstance(run, dict) or "model" not in run:
+        return  # not pretrain's checkpoint: pretrain says so
+    vocab = run["model"]["config"]["vocab_size"]  # a resume reads the checkpoint's tokenizer
+    with torch.device("meta"):  # the model's config, without memory for its weights
+        model = new_model(S, vocab, arch, **overrides)
+    diff = settings_diff(run, model, cfg)
+    if diff:
+        its = _scale_of(run["model"])
+        shape = f"the {its} scale's shape" if its else "the shape of no scale"
+        raise CheckpointError(
+            f"{ckpt} is a run of another model or recipe than {asked} (its model has {shape}); "
+            "they differ in\n  " + "\n  ".join(diff) + f"\n{fix}"
+        )
+
+
+@dataclass
+class Pretraining:
+    """A pre-training run about to start (``pretraining``): its tokenizer, its corpus cut into
+    blocks, its config and folder; ``run`` runs it."""
+
+    S: Scale
+    arch: str
+    tok: GPT1Tokenizer
+    data: object  # a corpus.Corpus
+    cfg: PretrainConfig
+    folder: Path
+    model_overrides: dict
+
+    def model(self):
+        """A fresh model of the scale's shape, seeded with the run's seed."""
+        seed_everything(self.cfg.seed)
+        return new_model(self.S, self.tok.vocab_size, self.arch, **self.model_overrides)
+
+    def run(self, model=None, *, resume: bool = True, **kw) -> PretrainResult:
+        """Pre-train ``model`` (None: a fresh one) into ``folder``, going on from its last
+        checkpoint where ``resume`` and there is one; ``kw``: ``pretrain``'s device,
+        progress and stop_after."""
+        model = model if model is not None else self.model()
+        go_on = resume and latest_checkpoint(self.folder) is not None
+        return pretrain(
+            model, self.tok, self.data, self.cfg, self.folder, resume=go_on, scale=self.S.name, **kw
+        )
+
+
+def pretraining(
+    S: Scale,
+    corpus=None,
+    out_dir: str | os.PathLike = "runs",
+    *,
+    arch: str = "gpt",
+    folder: str | os.PathLike | None = None,
+    tokenizer: str | None = None,
+    corpus_limit: int | None = None,
+    model_overrides: dict | None = None,
+    **settings,
+) -> Pretraining:
+    """Chapter 03's run of ``S`` (``arch`` "gpt", or "lstm" for Table 5's baseline) on
+    ``corpus`` (None: the scale's), in ``folder`` (None: ``pretrain_dir``): a checkpoint there
+    checked to be this run's before any data is loaded; the tokenizer (the run's own where it
+    has a checkpoint; the LSTM the transformer's, so that both read the same tokens; else
+    ``scale_tokenizer``'s); the corpus cut into the model's blocks (cached in
+    ``out_dir/cache``); the scale's recipe with ``settings`` (``PretrainConfig``'s fields:
+    seed, total_steps, ...) and the model's config with ``model_overrides``."""
+    corpus, limit = corpus or S.corpus, corpus_limit or S.corpus_limit
+    folder = Path(folder) if folder is not None else pretrain_dir(out_dir, S.name, arch)
+    cfg = replace(S.pretrain, experiment=f"pretrain:{arch}", **settings)
+    overrides = model_overrides or {}
+    if (ckpt := latest_checkpoint(folder)) is not None:
+        fix = (
+            f"its settings are not the {S.name} scale's now: delete {shown(folder)} (or pass "
+            f"another out_dir) to pre-train the {S.name} scale's model afresh"
+        )
+        check_resume(ckpt, S, cfg, arch, f"the {S.name} scale", fix, **overrides)
+    if (tok := checkpoint_tokenizer(folder)) is None:
+        if arch == "lstm":
+            tok = checkpoint_tokenizer(pretrain_dir(out_dir, S.name, "gpt"))
+            if tok is None:
+                raise FileNotFoundError(
+                    f"{shown(pretrain_dir(out_dir, S.name, 'gpt'))} holds no transformer run, "
+                    "whose tokenizer the LSTM reads: pre-train the transformer first"
+                )
+        else:
+            tok = scale_tokenizer(S, corpus, tokenizer, limit)
+    n_ctx = S.model_config().n_ctx
+    data = build_corpus(
+        tok, n_ctx, corpus, seed=cfg.seed, limit=limit, cache_dir=Path(out_dir) / "cache"
+    )
+    return Pretraining(S, arch, tok, data, cfg, folder, overrides)
+
+
+# ---------------------------------------------------------------- fine-tuning
+
+
+def run_task(
+    pretrained,
+    tok,
+    task: str,
+    source: str | os.PathLike = "fixture",
+    cfg: FinetuneConfig | None = None,
+    *,
+    limit: int | None = None,
+    eval_limit: int | None = None,
+    also: Sequence[str] = (),
+    eval_split: str | None = None,
+    out_dir: str | os.PathLike | None = None,
+    scale: str | None = None,
+    device: str | None = None,
+    progress: bool = True,
+    init: str | None = None,
+) -> FinetuneResult:
+    """Load ``task`` from ``source``, fine-tune on its train split, score its eval split.
+
+    ``also`` names tasks that share the training data and are scored by the same model on
+    their own eval split (MNLI mismatched beside matched; RACE-m and RACE-h beside RACE).
+    ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
+    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test). ``init`` says
+    where ``pretrained`` came from, for the records.
+    """
+    spec, cfg = get_task(task), cfg or FinetuneConfig()
+    check_run_task(spec, source, cfg, limit, eval_limit, also, eval_split)
+    train = load_examples(spec, "train", source, limit, cfg.seed)
+    split = eval_split or spec.eval_split
+    evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
+    where = data_location(spec, "train", source)  # relative to source: no machine's path
+    data = f"{where} ({len(train)} examples{'' if limit is None else f', limit {limit}'})"
+    out = Path(out_dir) / spec.name if out_dir else None
+    result = finetune(
+        pretrained,
+        tok,
+        spec,
+        train,
+        evals,
+        cfg,
+        out_dir=out,
+        device=device,
+        progress=progress,
+        scale=scale,
+        data=data,
+        limits={"limit": limit, "eval_limit": eval_limit},
+        init=init,
+    )
+    n_ctx = result.model.transformer.config.n_ctx
+    precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)
+    skip = ("metric", "value", "per_example")
+    base = {k: v for k, v in result.records[0].items() if k not in skip}
+    for other in map(get_task, also):
+        examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
+        items = encode_all(examples, other, tok, n_ctx)
+        metrics, preds, labels = evaluate(
+            result.model,
+            other,
+            items,
+            cfg.eval_batch_size,
+            precision=precision,
+            return_predictions=True,
+        )
+        base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
+        recs = [make_record(m, v, **base) for m, v in metrics.items()]
+        recs.append(per_example_record(preds, labels, [e.uid for e in examples], **base))
+        result.records.extend(recs)
+        if out is not None:
+            append_records(out / "records.jsonl", recs)
+    return result
+
+
+def _limits(S: Scale, task: str, limit, eval_limit) -> dict:
+    """``run_task``'s limits for ``task``: ``limit`` (an int, or a task -> int mapping a plan
+    gives) and ``eval_limit`` where given, else the scale's."""
+    limit = limit.get(task) if isinstance(limit, dict) else limit
+    eval_limit = eval_limit.get(task) if isinstance(eval_limit, dict) else eval_limit
+    return S.limits_for(task, limit, eval_limit)
+
+
+def _finetune(S, pretrained, tok, tasks, source, cfg, folder, *, limit, eval_limit, also=None,
+              **kw):  # fmt: skip
+    """Each of ``tasks`` fine-tuned with ``cfg`` into ``folder`` (``also``: the tasks scored
+    beside each, None: ``SCORED_BESIDE``'s); the tasks ``source`` lacks skipped, with the
+    reason; the data checks of them all in one line per task."""
+    results, skipped = {}, {}
+    with gathered_warnings(DataWarning):
+        for task in tasks:
+            if why := unavailable(task, source):  # e.g. Story Cloze without its files
+                skipped[task] = why
+                continue
+            beside = SCORED_BESIDE.get(task, ()) if also is None else also
+            results[task] = run_task(
+                pretrained, tok, task, source, cfg, **_limits(S, task, limit, eval_limit),
+                also=beside, scale=S.name, out_dir=folder, **kw,
+            )  # fmt: skip
+    return results, skipped
+
+
+def finetune_tasks(
+    S: Scale,
+    pretrained,
+    tok,
+    tasks: Iterable[str],
+    source,
+    cfg: FinetuneConfig | None = None,
+    *,
+    out_dir: str | os.PathLike = "runs",
+    limit=None,
+    eval_limit=None,
+    **kw,
+) -> tuple[dict[str, FinetuneResult], dict[str, str]]:
+    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` with ``cfg`` (None:
+    the scale's) and scored, MNLI-mm and RACE-m/h beside MNLI-m and RACE, into
+    ``out_dir/<scale>/finetune``. Returns the results, and the tasks skipped with why. ``kw``:
+    ``run_task``'s device, progress and init."""
+    cfg = cfg or S.finetune
+    folder = Path(out_dir, S.name) / "finetune"
+    return _finetune(S, pretrained, tok, tasks, source, cfg, folder, limit=limit,
+                     eval_limit=eval_limit, **kw)  # fmt: skip
+
+
+def objective(
+    S: Scale,
+    pretrained,
+    tok,
+    task: str,
+    source,
+    *,
+    coefs: Sequence[float] = (0.5, 0.0),
+    seed: int = 0,
+    out_dir: str | os.PathLike = "runs",
+    limit=None,
+    **kw,
+) -> dict[float, FinetuneResult]:
+    """Chapter 04: ``task`` fine-tuned with each lambda of ``coefs`` (the paper's 0.5 and 0),
+    into ``out_dir/<scale>/objective/lambda<coef>``. The budgeted plan asks for 0 alone: its
+    lambda = 0.5 run is chapter 05's (the same run; the book points there)."""
+    out = {}
+    for coef in coefs:
+        cfg = replace(S.finetune, seed=seed, lm_coef=coef, experiment=f"objective lambda={coef}")
+        folder = Path(out_dir, S.name) / "objective" / f"lambda{coef}"
+        done, _ = _finetune(S, pretrained, tok, [task], source, cfg, folder, limit=limit,
+                            eval_limit=None, also=(), **kw)  # fmt: skip
+        out[coef] = done[task]
+    return out
+
+
+def layer_transfer(
+    S: Scale,
+    pretrained,
+    tok,
+    tasks: Iterable[str],
+    source,
+    *,
+    points: Iterable[int] | None = None,
+    seed: int = 0,
+    out_dir: str | os.PathLike = "runs",
+    limit=None,
+    eval_limit=None,
+    **kw,
+) -> dict[tuple[str, int], FinetuneResult]:
+    """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
+    ``points`` (None: -1, the embeddings alone, and every block count), scored on dev and on
+    ``S.transfer_train_examples`` of its training examples, into
+    ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
+    n_layer = len(pretrained.h)
+    points = list(range(-1, n_layer + 1)) if points is None else list(points)
+    base = replace(S.finetune, seed=seed, experiment="layer_transfer")
+    base = replace(base, eval_train_examples=S.transfer_train_examples)
+    out = {}
+    for task in tasks:
+        for k in points:
+            folder = Path(out_dir, S.name) / "layer_transfer" / f"n_transfer_{k}"
+            done, _ = _finetune(S, pretrained, tok, [task], source, replace(base, n_transfer=k),
+                                folder, limit=limit, eval_limit=eval_limit, also=(),
+                                eval_split="dev", **kw)  # fmt: skip
+            if task in done:
+                out[task, k] = done[task]
+    return out
+
+
+#: Each arm of Table 5: the experiment its records name and what it changes.
+ARM_SETTINGS = {
+    "full": {},
+    "no_pretraining": {"n_transfer": -1},
+    "no_aux_lm": {"lm_coef": 0.0},
+    "lstm": {},
+}
+
+
+def ablations(
+    S: Scale,
+    models: dict[str, object],
+    tok,
+    tasks: Iterable[str],
+    source,
+    *,
+    arms: Iterable[str] = ARMS,
+    seed: int = 0,
+    out_dir: str | os.PathLike = "runs",
+    limit=None,
+    eval_limit=None,
+    **kw,
+) -> dict[tuple[str, str], FinetuneResult]:
+    """Chapter 12 (Table 5): each of ``arms`` on each of ``tasks``, fine-tuned with the
+    protocol the scale chose for that arm (``Scale.finetune_for``), from ``models["gpt"]``
+    (``models["lstm"]`` for the LSTM's arm), into ``out_dir/<scale>/ablations/<arm>``."""
+    out = {}
+    for arm in arms:
+        cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
+        model = models["lstm" if arm == "lstm" else "gpt"]
+        folder = Path(out_dir, S.name) / "ablations" / arm
+        done, _ = _finetune(S, model, tok, tasks, source, cfg, folder, limit=limit,
+                            eval_limit=eval_limit, also=(), **kw)  # fmt: skip
+        out |= {(arm, task): r for task, r in done.items()}
+    return out
+
+
+# ---------------------------------------------------------------- zero-shot
+
+
+def zero_shot_curves(
+    S: Scale,
+    source,
+    out_dir: str | os.PathLike = "runs",
+    *,
+    archs: Iterable[str] = ("gpt", "lstm"),
+    eval_limit: int | None = None,
+    seed: int = 0,
+    device=None,
+    progress: bool = True,
+) -> tuple[list[dict], dict[str, str]]:
+    """Chapter 11 (Figure 2, right): every zero-shot heuristic at every log-spaced checkpoint
+    of each pre-training run of ``archs`` in ``out_dir/<scale>``, on ``eval_limit`` examples a
+    task (None: the scale's). The records also go to ``out_dir/<scale>/zero_shot``, replacing
+    the last ones of the same models. Returns them, and the tasks skipped with why."""
+    data, skipped = load_zero_shot(source, eval_limit or S.zero_shot_examples, seed)
+    folder = Path(out_dir, S.name) / "zero_shot"
+    records = []
+    for arch in archs:
+        checkpoints = sorted(
+            (pretrain_dir(out_dir, S.name, arch) / "log_checkpoints").glob("step_*")
+        )
+        new = evaluate_checkpoints(
+            checkpoints, data, device=device, scale=S.name, seed=seed, progress=progress
+        )
+        (folder / f"{arch}.jsonl").unlink(missing_ok=True)
+        append_records(folder / f"{arch}.jsonl", new)
+        records += new
+    return records, skipped

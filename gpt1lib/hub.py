@@ -1,0 +1,34 @@
+"""The Hugging Face hub: GPT-1's repository, and its files fetched with a clear error offline.
+
+A layer-0 module (it imports none of the package's): the released weights (``weights``) and
+vocabulary (``tokenizer``) both come from ``HUB_ID``, or from a local copy where the hub cannot
+be reached, which the error says how to use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import huggingface_hub
+
+#: GPT-1 as OpenAI released it, on the hub (config.json, model.safetensors, vocab.json, ...).
+HUB_ID = "openai-community/openai-gpt"
+
+
+def hub_files(
+    repo_id: str, names: tuple[str, ...], revision: str | None, error: type[Exception], local: str
+) -> list[Path]:
+    """The files ``names`` of the hub repository ``repo_id``; if one cannot be had, ``error``
+    with ``local``, which says how to use a local copy instead."""
+    paths = []
+    for name in names:
+        try:
+            paths.append(Path(huggingface_hub.hf_hub_download(repo_id, name, revision=revision)))
+        except Exception as e:  # offline, unreachable, gated, or missing file
+            raise error(
+                f"could not get {name!r} of {repo_id!r} from the Hugging Face hub "
+                f"({type(e).__name__}; HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). "
+                + local
+            ) from e
+    return paths

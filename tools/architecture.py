@@ -1,0 +1,176 @@
+"""The shape of gpt1lib, measured: ``python tools/architecture.py`` prints each target and
+exits 1 if one is missed (CI runs it, ``make lint``).
+
+* **Layers** (``../shared/DESIGN.md``): every import of the package, those inside functions
+  too, points down or sideways in ``LAYERS``, never up; no import cycle among the modules.
+* **Size**: the paper core (``CORE``) within ``CORE_LINES`` non-blank lines; no module over
+  ``MODULE_LINES`` lines, no function over ``FUNCTION_LINES``.
+* **Notebooks**: at most ``SHARED_NOTEBOOK_CODE`` of the chapters' code lines appear in more
+  than one notebook (a line: stripped, non-blank, not only brackets and commas).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "gpt1lib"
+
+#: Each module's layer; a module imports only from its own layer or those below it.
+LAYERS: dict[int, tuple[str, ...]] = {
+    0: ("runtime", "paths", "files", "hub", "records", "stats"),  # infrastructure
+    1: ("tasks", "tasks.registry", "tasks.readers", "tasks.sources"),  # data
+    2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
+    3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks"),
+    4: ("pretrain", "finetune", "zeroshot"),  # the loops
+    5: ("scales", "experiments", "runs", "chapter", "pretrain.__main__"),  # experiments
+    6: (  # on top, beside each other: the reporting and the harness
+        "labels", "paper", "findings", "plots",
+        "harness", "harness.plan", "harness.plan_run", "harness.reproduce", "harness.bench",
+        "harness.bundle", "harness.memory",
+    ),
+    7: ("",),  # the package itself (gpt1lib/__init__.py)
+}  # fmt: skip
+#: The paper core and its ceiling (issue 26): what a reader of the method reads.
+CORE = (
+    "model", "fast", "loss", "optim", "checkpoint", "files", "hub", "tokenizer", "front_end",
+    "corpus", "tasks", "tasks.registry", "tasks.readers", "tasks.sources", "transforms",
+    "pretrain", "pretrain.__main__", "finetune", "zeroshot", "lstm", "weights", "scales",
+)  # fmt: skip
+CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4500, 450, 80, 0.15
+
+
+def modules() -> dict[str, Path]:
+    """Each module of the package by its dotted name below ``gpt1lib`` ("" for the package)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    """The package's modules ``name`` imports, anywhere in it (inside functions too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package.split(".") if package else []
+            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            names = [f"{target}.{a.name}".lstrip(".") for a in node.names]
+            found |= {n for n in names if n in known} or {target}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpt1lib"):
+            found.add(node.module.removeprefix("gpt1lib").lstrip("."))
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("gpt1lib").lstrip(".") for a in node.names
+                      if a.name.startswith("gpt1lib")}  # fmt: skip
+    return {t for t in found if t in known and t != name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def nonblank(path: Path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
+
+
+def long_functions(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text())
+    return [
+        (n.name, n.end_lineno - n.lineno + 1)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        and n.end_lineno - n.lineno + 1 > FUNCTION_LINES
+    ]
+
+
+def notebook_lines(book: Path = ROOT / "book") -> tuple[int, int]:
+    """(code lines of the chapters, those that appear in more than one chapter)."""
+    per = {}
+    for nb in sorted(book.glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        lines = [x.strip() for x in code.splitlines()]
+        per[nb.name] = [x for x in lines if x and not re.fullmatch(r"[\)\]\}\(\[\{,:]+", x)]
+    where = defaultdict(set)
+    for name, lines in per.items():
+        for line in lines:
+            where[line].add(name)
+    total = sum(map(len, per.values()))
+    return total, sum(1 for lines in per.values() for x in lines if len(where[x]) > 1)
+
+
+def main() -> int:
+    mods = modules()
+    layer = {m: k for k, names in LAYERS.items() for m in names}
+    graph = {m: imports(m, p, mods) for m, p in mods.items()}
+    failures = []
+    unplaced = sorted(m for m in mods if m not in layer)
+    up = sorted(f"{a} ({layer.get(a)}) imports {b} ({layer.get(b)})" for a, targets in
+                graph.items() for b in targets if layer.get(a, 9) < layer.get(b, 9))  # fmt: skip
+    loops = cycles(graph)
+    inner = sum(len(imports(m, p, mods)) for m, p in mods.items())  # all, for the count below
+    print(f"modules: {len(mods)}, package imports counted (inside functions too): {inner}")
+    print(f"import cycles: {len(loops)}" + "".join(f"\n  {' -> '.join(c)}" for c in loops))
+    print(f"imports against the layers: {len(up)}" + "".join(f"\n  {x}" for x in up))
+    print(f"modules in no layer: {unplaced or 'none'}")
+    failures += ["cycles"] * bool(loops) + ["layers"] * bool(up) + ["unplaced"] * bool(unplaced)
+    core = sum(nonblank(mods[m]) for m in CORE if m in mods)
+    total = sum(nonblank(p) for p in mods.values())
+    print(f"paper core: {core:,} non-blank lines (at most {CORE_LINES:,}); gpt1lib: {total:,}")
+    failures += ["core"] * (core > CORE_LINES)
+    big = sorted(
+        (n, m) for m, p in mods.items() if (n := len(p.read_text().splitlines())) > MODULE_LINES
+    )
+    print(f"modules over {MODULE_LINES} lines: " + (", ".join(f"{m} ({n})" for n, m in big)
+                                                     or "none"))  # fmt: skip
+    longs = [(m, f, n) for m, p in mods.items() for f, n in long_functions(p)]
+    print(f"functions over {FUNCTION_LINES} lines: " + (", ".join(f"{m}.{f} ({n})" for m, f, n
+                                                                   in longs) or "none"))  # fmt: skip
+    failures += ["module size"] * bool(big) + ["function size"] * bool(longs)
+    code, shared = notebook_lines()
+    share = shared / code if code else 0.0
+    print(f"notebook code lines in more than one notebook: {shared} of {code} ({share:.1%}, "
+          f"at most {SHARED_NOTEBOOK_CODE:.0%})")  # fmt: skip
+    failures += ["notebooks"] * (share > SHARED_NOTEBOOK_CODE)
+    print("targets: " + ("all met" if not failures else "MISSED: " + ", ".join(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
