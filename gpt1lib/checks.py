@@ -24,7 +24,7 @@ from pathlib import Path
 from .tasks import DataWarning, Example, TaskSpec, get_task
 
 __all__ = [
-    "DataWarning", "check_finetune", "check_finetune_config",
+    "DataWarning", "check_batches", "check_finetune", "check_finetune_config",
     "check_pretrain_config", "check_run_task", "check_source", "check_tokenizer", "count",
     "warn_data", "warn_truncated",
 ]  # fmt: skip
@@ -126,6 +126,14 @@ def check_finetune(task: TaskSpec, cfg, train, evals: dict) -> None:
                 f"{unlabeled[0]!r}): train and evaluate on labelled splits"
             )
     warn_data(task, {"train": train, **evals})
+
+
+def check_batches(n_train: int, cfg) -> None:
+    """A run takes full batches only: at least one of them."""
+    if n_train < cfg.batch_size:
+        raise ValueError(
+            f"{n_train} training examples do not fill one batch of {cfg.batch_size}: no update"
+        )
 
 
 def check_source(source, name: str = "source") -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .files import atomic_path, clean_leftovers
-from .tasks.sources import open_source
+from .tasks import open_source
 from .tokenizer import LONG_TEXT, GPT1Tokenizer, paragraph_pieces
 
 FIXTURE = Path(__file__).parent / "fixtures" / "corpus"

@@ -22,22 +22,18 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .labels import run_label
-from .loss import prior_loss
-from .paper import (
-    ABLATIONS,
+from .evaluations import (
     NO_INTERVAL,
-    PAPER_LAYER_TRANSFER,
-    PER_EXAMPLE,
-    TABLE5_TASKS,
-    _arrays,
-    _excludes_zero,
-    _frame,
-    _with_outcomes,
-    ablation_runs,
+    arrays,
     difference_interval,
     final_metrics,
+    frame,
+    with_outcomes,
 )
+from .labels import run_label
+from .loss import prior_loss
+from .paper import ABLATIONS, PAPER_LAYER_TRANSFER, TABLE5_TASKS, ablation_runs, excludes_zero
+from .records import PER_EXAMPLE
 from .tasks import TASKS
 from .zeroshot import ZERO_SHOT_TASKS, normalise
 
@@ -47,7 +43,7 @@ def layer_transfer_points(records) -> pd.DataFrame:
     epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
     outcomes, ``data`` and the fine-tuning's wall time. Split "train" is the training examples
     scored each epoch (dashed in the figure), "dev" the evaluation split."""
-    df = _frame(records)
+    df = frame(records)
     cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
     cols += ["wall_time"]
     if df.empty:
@@ -55,7 +51,7 @@ def layer_transfer_points(records) -> pd.DataFrame:
     df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = _with_outcomes(df)
+    df = with_outcomes(df)
     df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
     df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
@@ -86,7 +82,7 @@ def layer_transfer_gains(records) -> pd.DataFrame:
                 top,
                 a["value"] - b["value"],
                 "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
-                NO_INTERVAL if iv is None else _excludes_zero(*iv, stated[0] if stated else None),
+                NO_INTERVAL if iv is None else excludes_zero(*iv, stated[0] if stated else None),
                 f"up to +{stated[0]:g}" if stated else "not stated",
             )
         )
@@ -101,7 +97,7 @@ def zero_shot_points(records) -> pd.DataFrame:
     example (``answer``: its name) has no normalised value (NaN): its accuracy is the share of
     that answer among the labels, and normalising it by 50% as chance would rank two constant
     models by the label balance alone (SST-2: +0.046 for "positive", -0.046 for "negative")."""
-    df = _frame(records)
+    df = frame(records)
     cols = ["run", "model", "task", "split", "step", "value", "lo", "hi", "normalised", "nlo"]
     cols += ["nhi", "examples", "answer", "outcome"]
     if df.empty:
@@ -109,7 +105,7 @@ def zero_shot_points(records) -> pd.DataFrame:
     df = df[df.experiment == "zero_shot"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = _with_outcomes(df)
+    df = with_outcomes(df)
     df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
     df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["examples"] = [c.get("examples") for c in df.config]
@@ -155,7 +151,7 @@ def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float,
     for t, (a, b) in zip(common, pairs, strict=True):
         iv = difference_interval(metric[t], a["outcome"], b["outcome"]) or (np.nan, np.nan)
         per_task.append((t, a["value"] - b["value"], *iv))
-    arms = [(metric[t], _arrays(a["outcome"])[0], *_arrays(b["outcome"])) for t, (a, b) in
+    arms = [(metric[t], arrays(a["outcome"])[0], *arrays(b["outcome"])) for t, (a, b) in
             zip(common, pairs, strict=True)]  # fmt: skip
     lo, hi = stats.mean_difference_interval(arms)
     return float(np.mean([d for _, d, _, _ in per_task])), lo, hi, per_task
@@ -252,7 +248,7 @@ def findings(records) -> pd.DataFrame:
     paired difference, the target (``TARGETS``), the verdict, and what confounds it (a
     fine-tuning that learned only the label prior; an LSTM pre-trained for fewer updates than
     the transformer). A finding the run has no data for is left out."""
-    df = _frame(records)
+    df = frame(records)
     cols = ["run", "finding", "run's", "target", "verdict", "confounds"]
     if df.empty or "metric" not in df.columns:
         return pd.DataFrame(columns=cols)
@@ -342,7 +338,7 @@ def underfitting(records) -> pd.DataFrame:
     the last epoch, and the loss of predicting the label prior (``loss.prior_loss``): recorded
     with the run where it is (the training labels), else from the evaluation's labels, which
     are what the records keep, said so."""
-    df = _frame(records)
+    df = frame(records)
     cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
     cols += ["prior from", "L2 - prior"]
     if df.empty or "split" not in df.columns:

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .checks import check_finetune, check_tokenizer, warn_truncated
+from .checks import check_batches, check_finetune, check_tokenizer, warn_truncated
 from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES, prior_loss, regression_predictions, task_loss
 from .model import GPT
@@ -283,7 +283,6 @@ def evaluate(
     batch_size: int = 64,
     device: torch.device | None = None,
     precision: Precision = FLOAT32,
-    *,
     return_predictions: bool = False,
 ):
     """The task's metrics on labelled ``items`` (with ``return_predictions``: and the
@@ -331,7 +330,25 @@ def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> 
         train_step(model, opt, lr, losses(), cfg.grad_clip, scaler, check=step == 0)
         bar.update(1)
     means = (sums / len(order)).tolist()
+    bar.set_postfix(loss=f"{means[0]:.3f}")
     return dict(zip(("loss", "task_loss", "lm_loss"), means, strict=True))
+
+
+def _encoded(model: TaskModel, task: TaskSpec, tok, train, evals: dict, cfg: FinetuneConfig):
+    """The §3.3 encodings a run trains and scores on (truncations warned of), the scored ones
+    by split (``cfg.eval_train_examples`` of the training examples as "train"), and the ids
+    of the examples each scored split holds, in order."""
+    n_ctx = model.transformer.config.n_ctx
+    train_items = encode_all(train, task, tok, n_ctx)
+    eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
+    warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
+    uids = {k: [e.uid for e in v] for k, v in evals.items()}
+    if cfg.eval_train_examples:
+        n = min(cfg.eval_train_examples, len(train_items))
+        picked = random.Random(cfg.seed).sample(range(len(train_items)), n)
+        eval_items["train"] = [train_items[i] for i in picked]
+        uids["train"] = [train[i].uid for i in picked]
+    return train_items, eval_items, uids
 
 
 def finetune(
@@ -354,11 +371,10 @@ def finetune(
 
     ``evals`` maps a split name to labelled examples, each scored after every epoch; the
     result's ``final`` holds the first one's metrics after the last epoch (no epoch is chosen
-    on any split). With ``out_dir``, the records are appended to ``out_dir/records.jsonl``:
-    each split's metrics after every epoch, and after the last one each split's predictions
-    (``records.per_example_record``). ``limits`` (``run_task``'s ``limit`` and ``eval_limit``)
-    is kept in the records' config, so that reruns on other subsamples are told apart, and so
-    is ``init``, where fine-tuning started (e.g. "GPT-1's released weights").
+    on any split). With ``out_dir``, the records go to ``out_dir/records.jsonl``: each split's
+    metrics after every epoch, and after the last one its predictions (``per_example_record``).
+    Their config keeps ``limits`` (``run_task``'s), so that reruns on other subsamples are told
+    apart, and ``init``, where fine-tuning started (e.g. "GPT-1's released weights").
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)
@@ -369,40 +385,19 @@ def finetune(
         pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len, cfg.regression
     )
     model.to(device)
-    n_ctx = model.transformer.config.n_ctx
-    train_items = encode_all(train, task, tok, n_ctx)
-    eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
-    warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
-    uids = {k: [e.uid for e in v] for k, v in evals.items()}
-    if cfg.eval_train_examples:
-        n = min(cfg.eval_train_examples, len(train_items))
-        picked = random.Random(cfg.seed).sample(range(len(train_items)), n)
-        eval_items["train"] = [train_items[i] for i in picked]
-        uids["train"] = [train[i].uid for i in picked]
+    train_items, eval_items, uids = _encoded(model, task, tok, train, evals, cfg)
+    check_batches(len(train_items), cfg)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
     precision = pick_precision(device, cfg.bf16)
     scaler = precision.scaler(device)
     rng = random.Random(cfg.seed)
     total = len(train_items) // cfg.batch_size * cfg.epochs  # full batches only
-    if total == 0:
-        n, bs = len(train_items), cfg.batch_size
-        raise ValueError(f"{n} training examples do not fill one batch of {bs}: no update")
-    model_cfg = asdict(model.transformer.config)
-    base = {
-        "experiment": cfg.experiment,
-        "task": task.name,
-        "scale": scale,
-        "seed": cfg.seed,
-        "config": asdict(cfg)
-        | {"model": model_cfg, "train_examples": len(train_items)}
-        | ({"limits": limits} if limits is not None else {})
-        | ({"init": init} if init is not None else {}),
-        "data": data,
-        **provenance(device),
-    }
-    # beside L3's metrics: its parts L2 and L1 each epoch, and the L2 of predicting the training
-    # labels' prior, the line L2 must fall below for the run to have learned the task
+    config = {"model": asdict(model.transformer.config), "train_examples": len(train_items)}
+    config |= {k: v for k, v in (("limits", limits), ("init", init)) if v is not None}
+    base = {"experiment": cfg.experiment, "task": task.name, "scale": scale, "seed": cfg.seed}
+    base |= {"config": asdict(cfg) | config, "data": data, **provenance(device)}
+    # beside L3's metrics: L2 and L1 each epoch, and the L2 of predicting the labels' prior
     prior = prior_loss([e.label for e in train], model.regression, task.n_answers)
     parts = [make_record("prior_task_loss", prior, **base, split="train_loss", step=0)]
     records, train_time = [], 0.0
@@ -413,12 +408,12 @@ def finetune(
         args = (epoch, total, device, (precision, scaler), bar)
         train_losses = _epoch(net, model, opt, train_items, rng, cfg, *args)
         train_time += time.perf_counter() - t0
-        bar.set_postfix(loss=f"{train_losses['loss']:.3f}")
-        epoch_metrics, outcomes = {"train_loss": {"loss": train_losses.pop("loss")}}, {}
-        for split, items in eval_items.items():
-            epoch_metrics[split], *outcomes[split] = evaluate(
-                model, task, items, cfg.eval_batch_size, device, precision, return_predictions=True
-            )
+        scored = {
+            split: evaluate(model, task, items, cfg.eval_batch_size, device, precision, True)
+            for split, items in eval_items.items()
+        }  # each split's (metrics, predictions, labels)
+        epoch_metrics = {"train_loss": {"loss": train_losses.pop("loss")}}
+        epoch_metrics |= {split: got[0] for split, got in scored.items()}
         wall = time.perf_counter() - t_start
         for split, ms in epoch_metrics.items():
             records += _records(ms, **base, split=split, step=epoch, wall_time=wall)
@@ -428,7 +423,7 @@ def finetune(
     metrics = metrics.rename(columns={"step": "epoch"})
     # the last epoch's predictions, one record per split: what a bootstrap interval needs
     records += [
-        per_example_record(*outcomes[split], uids[split], **base, split=split, step=epoch)
+        per_example_record(*scored[split][1:], uids[split], **base, split=split, step=epoch)
         for split in eval_items
     ] + parts
     if out_dir:

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from .evaluations import NO_INTERVAL, final_metrics
 from .findings import layer_transfer_points, zero_shot_points
 from .labels import short_names
 from .paper import (
     ABLATIONS,
-    NO_INTERVAL,
     PAPER_LAYER_TRANSFER,
     PAPER_RESULTS,
     PAPER_TABLE5,
@@ -31,7 +31,6 @@ from .paper import (
     TABLE5_COLUMNS,
     TABLE5_TASKS,
     ablation_runs,
-    final_metrics,
 )
 from .tasks import TASKS
 from .zeroshot import ZERO_SHOT_TASKS

@@ -16,11 +16,12 @@ import random
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 _ON, _OFF = {"1", "true", "yes", "on", "bars"}, {"0", "false", "no", "off", "lines"}
 
@@ -179,6 +180,51 @@ def progress_bar(
         return RunLine(iterable, total, desc, unit, initial)
     bar = _tqdm()
     return bar(iterable, total=total, desc=desc or None, unit=unit, initial=initial)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def timed(step: Callable[[], object], device: torch.device | str = "cpu") -> tuple[float, float]:
+    """Run ``step`` once; its wall and CPU seconds, the device synchronised before and after
+    (a GPU runs asynchronously: unsynchronised, a step would time its launches alone). The
+    plan's, the bench's and the CPU sweep's timings all come from it."""
+    synchronize(device)
+    t0, c0 = time.perf_counter(), time.process_time()
+    step()
+    synchronize(device)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+# ---------------------------------------------------------------- many processes
+
+
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in a ``torchrun`` job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: torch.device | None = None) -> Dist:
+    """Join the process group ``torchrun`` set up (NCCL on GPUs, gloo on CPUs), if any."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return Dist()
+    proc = Dist(
+        int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    )
+    if not dist.is_initialized():
+        cuda = torch.cuda.is_available() and (device is None or device.type == "cuda")
+        if cuda:
+            torch.cuda.set_device(proc.local_rank)
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return proc
 
 
 # ---------------------------------------------------------------- data warnings

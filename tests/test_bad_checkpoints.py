@@ -13,8 +13,8 @@ from bad_inputs import Case, Expensive, params, registry, run_case, tiny
 
 from gpt1lib import GPT1Tokenizer
 from gpt1lib.checkpoint import CheckpointError, latest_checkpoint, load_run, read_state, save_model
-from gpt1lib.files import LEFTOVER, file_sha256
 from gpt1lib.corpus import FIXTURE, build_corpus, load_documents
+from gpt1lib.files import LEFTOVER, file_sha256
 from gpt1lib.optim import train_step
 from gpt1lib.pretrain import pretrain
 from gpt1lib.records import provenance, read_records

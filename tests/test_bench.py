@@ -5,17 +5,10 @@ import json
 import pytest
 
 from gpt1lib import GPT, optim, preset
-from gpt1lib.harness import bench
-from gpt1lib.harness.bench import (
-    IMPLEMENTATIONS,
-    BenchConfig,
-    format_table,
-    main,
-    run_benchmark,
-    sst2_like_lengths,
-    to_records,
-)
 from gpt1lib.flops import matmul_params, mfu, model_flops_per_token, table_peak
+from gpt1lib.harness import bench, contenders
+from gpt1lib.harness.bench import format_table, main, run_benchmark, to_records
+from gpt1lib.harness.contenders import IMPLEMENTATIONS, BenchConfig, sst2_like_lengths
 from gpt1lib.records import read_records
 
 pytest.importorskip("transformers")
@@ -108,7 +101,7 @@ def test_every_contender_steps_through_the_shared_train_step(monkeypatch):
         calls.append(type(model).__name__)
         return optim.train_step(model, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "train_step", counted)
+    monkeypatch.setattr(contenders, "train_step", counted)
     results = run_benchmark(TINY, mode="both", implementations=IMPLEMENTATIONS, device="cpu")
     assert [r["variant"] for r in results][: len(IMPLEMENTATIONS)] == list(IMPLEMENTATIONS)
     steps = TINY.warmup + TINY.steps  # memory is off: warm-up and timed steps only

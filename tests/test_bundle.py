@@ -6,8 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from gpt1lib.harness import bundle
 from gpt1lib.corpus import build_corpus
+from gpt1lib.harness import bundle
 from gpt1lib.runs import pretrained_model
 from gpt1lib.scales import SCALES
 from gpt1lib.tasks import describe_source, get_task, load_examples, unavailable

@@ -1,8 +1,8 @@
 """Parameterized reruns, the book's third use: chapters executed with papermill at smoke scale.
 
 A default run and a rerun of a fine-tuning chapter (tasks given as one name and as a list, the
-rerun as a sweep through ``gpt1lib.harness.reproduce``), the results chapter showing both as columns of
-their own, the layer-transfer chapter on a list of tasks, and the recorder on two chapters.
+rerun as a sweep through ``gpt1lib.harness.reproduce``), the results chapter showing both as
+columns of their own, the layer-transfer chapter on a list of tasks, and the recorder on two chapters.
 They share one run folder, so the tiny model is pre-trained once.
 """
 
@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 
-from gpt1lib.harness import reproduce
 from gpt1lib.findings import layer_transfer_gains, layer_transfer_points
-from gpt1lib.records import read_records
+from gpt1lib.harness import reproduce
 from gpt1lib.harness.reproduce import ROOT, record
+from gpt1lib.records import read_records
 from gpt1lib.scales import SCALES
 
 pm = pytest.importorskip("papermill")

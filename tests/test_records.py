@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpt1lib.harness.reproduce import ROOT, _new_lines, _snapshot, chapters
 from gpt1lib.labels import run_label, short_names
 from gpt1lib.paper import (
     FINDINGS,
@@ -28,7 +29,6 @@ from gpt1lib.records import (
     provenance,
     read_records,
 )
-from gpt1lib.harness.reproduce import ROOT, _new_lines, _snapshot, chapters
 from gpt1lib.tasks import TASKS, compute_metrics
 
 

@@ -24,7 +24,7 @@ PACKAGE = ROOT / "gpt1lib"
 #: Each module's layer; a module imports only from its own layer or those below it.
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("runtime", "paths", "files", "hub", "records", "stats"),  # infrastructure
-    1: ("tasks", "tasks.registry", "tasks.readers", "tasks.sources"),  # data
+    1: ("tasks", "tasks.registry", "tasks.readers", "tasks.sources", "bundle_source"),  # data
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
     3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks"),
     4: ("pretrain", "finetune", "zeroshot"),  # the loops
@@ -32,15 +32,18 @@ LAYERS: dict[int, tuple[str, ...]] = {
     6: (  # on top, beside each other: the reporting and the harness
         "labels", "paper", "findings", "plots",
         "harness", "harness.plan", "harness.plan_run", "harness.reproduce", "harness.bench",
-        "harness.bundle", "harness.memory",
+        "harness.bundle", "harness.memory", "harness.contenders", "harness.throughput",
+        "evaluations",
     ),
     7: ("",),  # the package itself (gpt1lib/__init__.py)
 }  # fmt: skip
-#: The paper core and its ceiling (issue 26): what a reader of the method reads.
+#: The paper core and its ceiling (issue 26): what a reader of the method reads; ``files`` and
+#: ``hub`` came out of ``checkpoint`` and ``weights``. Not in it, as before: the pretrain command
+#: line (``pretrain.__main__``, once in ``runs``) and reading a bundle (``bundle_source``).
 CORE = (
     "model", "fast", "loss", "optim", "checkpoint", "files", "hub", "tokenizer", "front_end",
     "corpus", "tasks", "tasks.registry", "tasks.readers", "tasks.sources", "transforms",
-    "pretrain", "pretrain.__main__", "finetune", "zeroshot", "lstm", "weights", "scales",
+    "pretrain", "finetune", "zeroshot", "lstm", "weights", "scales",
 )  # fmt: skip
 CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4500, 450, 80, 0.15
 
@@ -159,9 +162,8 @@ def main() -> int:
     )
     print(f"modules over {MODULE_LINES} lines: " + (", ".join(f"{m} ({n})" for n, m in big)
                                                      or "none"))  # fmt: skip
-    longs = [(m, f, n) for m, p in mods.items() for f, n in long_functions(p)]
-    print(f"functions over {FUNCTION_LINES} lines: " + (", ".join(f"{m}.{f} ({n})" for m, f, n
-                                                                   in longs) or "none"))  # fmt: skip
+    longs = [f"{m}.{f} ({n})" for m, p in mods.items() for f, n in long_functions(p)]
+    print(f"functions over {FUNCTION_LINES} lines: {', '.join(longs) or 'none'}")
     failures += ["module size"] * bool(big) + ["function size"] * bool(longs)
     code, shared = notebook_lines()
     share = shared / code if code else 0.0

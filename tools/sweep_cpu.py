@@ -29,7 +29,7 @@ from gpt1lib.fast import FastGPT
 from gpt1lib.model import preset
 from gpt1lib.optim import make_optimizer, train_step
 from gpt1lib.pretrain import PretrainConfig, pretrain
-from gpt1lib.runtime import seed_everything
+from gpt1lib.runtime import seed_everything, timed
 from gpt1lib.tokenizer import GPT1Tokenizer
 
 # name: (n_layer, n_embd, n_head, n_ctx, merges, max_lr, warm-up fraction, batch)
@@ -65,9 +65,7 @@ def relative_cost(cfg_m, batch: int, ref, rounds: int = 6) -> float:
     times = [[], []]
     for _ in range(rounds):
         for i, step in enumerate(steps):
-            t0 = time.perf_counter()
-            step()
-            times[i].append(time.perf_counter() - t0)
+            times[i].append(timed(step)[0])
     mine, ref_t = (sorted(t[1:])[len(t[1:]) // 2] for t in times)
     return mine / ref_t
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ..bundle_source import Bundle
 from ..checkpoint import latest_checkpoint
 from ..experiments import (
     ablations,
@@ -43,8 +44,8 @@ from ..records import append_records, git_commit, keep_records
 from ..runs import pretrained_model
 from ..runtime import pick_device
 from ..scales import SCALES
-from ..tasks.sources import Bundle, open_source
-from . import plan
+from ..tasks import open_source
+from . import plan, throughput
 from .bench import speed_run
 
 PRETRAIN_KEYS = ("total_steps", "warmup_steps", "ckpt_interval", "eval_interval")
@@ -164,13 +165,13 @@ def _fresh(run: Run, plan_path: Path, force: bool) -> None:
 
 
 def _plan(run: Run, budget_min: float, key: dict, t0: float, estimate_on: str | None) -> dict:
-    stats = plan.task_stats(run.S, run.source, run.tok)
-    ladders = plan.ladders(run.S, run.source, stats)
+    stats = throughput.task_stats(run.S, run.source, run.tok)
+    ladders = throughput.ladders(run.S, run.source, stats)
     if estimate_on:
-        tp = plan.estimate(run.S, run.tok.vocab_size, estimate_on)
+        tp = throughput.estimate(run.S, run.tok.vocab_size, estimate_on)
     else:
         run.log(f"timing a few steps on {run.device} ...")
-        tp = plan.measure(run.S, run.tok.vocab_size, run.device, t0)
+        tp = throughput.measure(run.S, run.tok.vocab_size, run.device, t0)
     made = plan.make_plan(run.S, tp, stats, ladders, budget_min)
     return {**made, "key": key, "commit": git_commit(), "stats": stats}
 

@@ -47,7 +47,9 @@ from ..optim import cosine_lr, make_optimizer, train_step
 from ..records import append_records, keep_records, make_record, provenance, read_records
 from ..runtime import (
     FLOAT32,
+    Dist,
     Precision,
+    init_distributed,
     pick_device,
     pick_precision,
     progress_bar,
@@ -96,34 +98,6 @@ def log_spaced_steps(total_steps: int, n: int) -> list[int]:
     if n <= 0:
         return []
     return sorted({int(round(s)) for s in np.geomspace(1, total_steps, n)})
-
-
-@dataclass(frozen=True)
-class Dist:
-    """This process's place in a ``torchrun`` job (rank 0 of 1 without one)."""
-
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_distributed(device: torch.device | None = None) -> Dist:
-    """Join the process group ``torchrun`` set up (NCCL on GPUs, gloo on CPUs), if any."""
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return Dist()
-    proc = Dist(
-        int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
-    )
-    if not dist.is_initialized():
-        cuda = torch.cuda.is_available() and (device is None or device.type == "cuda")
-        if cuda:
-            torch.cuda.set_device(proc.local_rank)
-        dist.init_process_group("nccl" if cuda else "gloo")
-    return proc
 
 
 @dataclass

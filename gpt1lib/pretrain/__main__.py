@@ -25,10 +25,10 @@ from ..checks import dropout, positive_int
 from ..corpus import load_documents
 from ..experiments import check_resume, pretraining
 from ..files import read_json, write_json
-from ..runtime import pick_device
+from ..runtime import init_distributed, pick_device
 from ..scales import SCALES
 from ..tokenizer import GPT1Tokenizer
-from . import PretrainResult, init_distributed
+from . import PretrainResult
 
 
 def _parser(scale: str = "smoke") -> argparse.ArgumentParser:

@@ -34,13 +34,14 @@ from .registry import (
     TaskSpec,
     compute_metrics,
     get_task,
+    subsample,
 )
-from .sources import open_source, subsample
+from .sources import open_source
 
 __all__ = [
     "FIXTURES", "SCORED_BESIDE", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
     "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "data_location", "describe_source",
-    "get_task", "load_examples", "subsample", "task_names", "unavailable",
+    "get_task", "load_examples", "open_source", "subsample", "task_names", "unavailable",
 ]  # fmt: skip
 
 

@@ -3,6 +3,7 @@ data is on the hub, and how its official files are laid out and read; ``compute_
 
 from __future__ import annotations
 
+import random
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,6 +290,16 @@ TASKS: dict[str, TaskSpec] = {
         ),
     )
 }  # fmt: skip
+
+
+def subsample(examples: list, limit: int | None, seed: int = 0) -> list:
+    """``limit`` examples drawn with ``seed``, in file order; all of them if ``limit`` is None."""
+    if limit is None or limit >= len(examples):
+        return list(examples)
+    if limit < 1:
+        raise ValueError(f"limit={limit}: use a positive count, or None for every example")
+    keep = sorted(random.Random(seed).sample(range(len(examples)), limit))
+    return [examples[i] for i in keep]
 
 
 #: Tasks scored by the model fine-tuned on another, whose training data they share: MNLI's

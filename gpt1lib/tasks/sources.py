@@ -10,45 +10,23 @@ them (None: it holds text, which the run tokenises). Two kinds:
 * ``Files``: "fixture" (the small files written for this project, under the package),
   "hub" (each task's hub copy, through ``datasets``), or a folder (or one file) in the data
   sets' official layouts (``readers``);
-* ``Bundle``: a folder with a ``manifest.json`` of ``FORMAT`` (``python -m
-  gpt1lib.harness.bundle`` builds one, for a machine without a network): the examples of the
-  draws it holds, exactly those a ``Files`` source gives for them, each file checked against
-  its sha256; the corpus as token ids, and the tokenizer that made them. It may hold licensed
-  data (Story Cloze): the user's copy, never committed.
+* ``Bundle`` (``bundle_source``): a folder with a ``manifest.json``, which ``python -m
+  gpt1lib.harness.bundle`` builds for a machine without a network: the examples of the draws
+  it holds, exactly those a ``Files`` source gives for them; the corpus as token ids, and the
+  tokenizer that made them.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import io
-import json
-import lzma
 import os
 import random
 from pathlib import Path
 
 import numpy as np
 
+from ..bundle_source import MANIFEST, Bundle
 from .readers import find, read
-from .registry import FIXTURES, Example, TaskSpec
-
-MANIFEST = "manifest.json"
-FORMAT = "gpt1lib-bundle/1"
-
-
-class BundleError(ValueError):
-    """A bundle that is damaged, or that does not hold what a run asks of it."""
-
-
-def subsample(examples: list, limit: int | None, seed: int = 0) -> list:
-    """``limit`` examples drawn with ``seed``, in file order; all of them if ``limit`` is None."""
-    if limit is None or limit >= len(examples):
-        return list(examples)
-    if limit < 1:
-        raise ValueError(f"limit={limit}: use a positive count, or None for every example")
-    keep = sorted(random.Random(seed).sample(range(len(examples)), limit))
-    return [examples[i] for i in keep]
+from .registry import FIXTURES, Example, TaskSpec, subsample
 
 
 def open_source(value) -> Files | Bundle:
@@ -133,111 +111,3 @@ class Files:
             "train": [x for i, x in enumerate(stories) if i not in test],
             "test": [x for i, x in enumerate(stories) if i in test],
         }
-
-
-@functools.lru_cache(maxsize=8)
-def _manifest(folder: str, mtime: float) -> dict:
-    man = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
-    if man.get("format") != FORMAT:
-        raise BundleError(f"{folder}: manifest format {man.get('format')!r}, expected {FORMAT!r}")
-    return man
-
-
-@functools.lru_cache(maxsize=64)
-def _read(path: str, sha256: str) -> bytes:
-    """A bundle file's bytes, decompressed, after checking its sha256 against the manifest."""
-    data = Path(path).read_bytes()
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise BundleError(f"{path} does not match the sha256 in its manifest: it is damaged")
-    return lzma.decompress(data) if path.endswith(".xz") else data
-
-
-@functools.lru_cache(maxsize=64)
-def _examples(path: str, sha256: str) -> dict[int, Example]:
-    rows = (json.loads(line) for line in _read(path, sha256).decode("utf-8").splitlines())
-    return {
-        r["i"]: Example(tuple(r["texts"]), tuple(r["answers"]), r["label"], r["uid"]) for r in rows
-    }
-
-
-class Bundle:
-    """A bundle folder (see the module's docstring): everything a run at one scale reads."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-
-    @property
-    def manifest(self) -> dict:
-        """The manifest (read once per change of the file)."""
-        path = self.folder.resolve()
-        return _manifest(str(path), (path / MANIFEST).stat().st_mtime)
-
-    def _file(self, name: str) -> tuple[str, str]:
-        entry = self.manifest["files"].get(name)
-        if entry is None:
-            raise BundleError(f"{self.folder} lists no file {name} in its manifest")
-        return str(self.folder.resolve() / name), entry["sha256"]
-
-    def _entry(self, spec: TaskSpec, split: str) -> dict:
-        held = self.manifest["tasks"]
-        entry = held.get(spec.name, {}).get(split)
-        if entry is None:
-            have = sorted(f"{t} {s}" for t, splits in held.items() for s in splits)
-            raise FileNotFoundError(
-                f"the bundle {self.folder} holds no {spec.title} {split} examples (it holds: "
-                f"{', '.join(have) or 'none'}); build it from a source that has them"
-            )
-        return entry
-
-    def examples(self, spec: TaskSpec, split: str, limit=None, seed: int = 0) -> list[Example]:
-        """What ``Files(<the original source>).examples(spec, split, limit, seed)`` returns, for
-        the draws the bundle holds; another draw is an error that names them."""
-        entry = self._entry(spec, split)
-        want = subsample(list(range(entry["of"])), limit, seed)  # the direct load's indices
-        held = _examples(*self._file(entry["file"]))
-        missing = sum(i not in held for i in want)
-        if missing:
-            raise BundleError(
-                f"the bundle {self.folder} holds {len(held)} of the {entry['of']} {spec.title} "
-                f"{split} examples, the draws (limit, seed) {entry['draws']}; limit={limit}, "
-                f"seed={seed} asks for {missing} it lacks: use one of those limits, or build "
-                "the bundle with this one"
-            )
-        return [held[i] for i in want]
-
-    def count(self, spec: TaskSpec, split: str) -> int:
-        return self._entry(spec, split)["of"]
-
-    def draws(self, spec: TaskSpec, split: str) -> list:
-        """The limits a plan may pick, largest first (None: all); the bundle holds their draws
-        with its seed."""
-        return self._entry(spec, split)["ladder"]
-
-    def describe(self, spec: TaskSpec, split: str) -> str:
-        """Where the examples came from, relative to the source the bundle was built from."""
-        return f"{self._entry(spec, split)['from']}, via bundle"
-
-    location = describe
-
-    def token_ids(self, split: str) -> np.ndarray:
-        """The corpus's token ids of ``split`` ("train", else the validation part)."""
-        part = "train" if split == "train" else "valid"
-        return np.load(io.BytesIO(_read(*self._file(f"corpus/{part}.npy.xz"))))
-
-    def tokenizer_folder(self) -> Path:
-        return self.folder / "tokenizer"
-
-    def check_tokenizer(self, tok) -> None:
-        """An error unless ``tok`` is the tokenizer the bundle's corpus was tokenized with."""
-        want = self.manifest["tokenizer"]["fingerprint"]
-        if tok.fingerprint() != want:
-            raise BundleError(
-                f"the corpus in {self.folder} was tokenized with the tokenizer in "
-                f"{self.tokenizer_folder()} (fingerprint {want}), not this one "
-                f"({tok.fingerprint()}): load that one"
-            )
-
-    def identity(self) -> str:
-        """What tells this bundle from another: its manifest's sha256."""
-        path = self.folder / MANIFEST
-        return "bundle " + hashlib.sha256(path.read_bytes()).hexdigest()[:16]

@@ -1,0 +1,176 @@
+"""A run's final evaluations, read from its records, with their 95% bootstrap intervals.
+
+Every reproduced number the results pages show comes from here: ``final_metrics`` gives each
+run's and task's paper metric after its last epoch, with the interval ``stats`` computes from
+the evaluation's per-example outcomes (``records.per_example_record``), and the outcomes
+themselves, from which ``difference_interval`` gives the interval of the PAIRED difference of
+two arms scored on the same examples. Records made before those outcomes were kept have none:
+their numbers stand without an interval (``NO_INTERVAL``). ``results_records`` splits the
+recorded runs from this build's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .labels import run_label
+from .records import PER_EXAMPLE, read_records
+from .tasks import TASKS
+
+#: Said beside a number whose run kept no per-example outcomes.
+NO_INTERVAL = (
+    "†: no interval: the run was recorded before per-example outcomes were kept; intervals "
+    "appear for runs recorded since"
+)
+
+
+def results_records(
+    results_dir: str | os.PathLike, build_dir: str | os.PathLike | None, scale: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """(the records the headline tables and figures show, this build's records, whether the
+    build's are among the former). The headline holds the recorded runs under
+    ``results_dir``, and this build's runs (``build_dir``) only where ``scale`` is a recorded
+    scale (``results_dir/<scale>`` exists): a smoke build's run on the fixtures is a check
+    that the code runs, not a result, and is shown apart."""
+    recorded = read_records(results_dir) if Path(results_dir).exists() else read_records()
+    build = read_records(build_dir) if build_dir and Path(build_dir).exists() else read_records()
+    joined = scale is not None and (Path(results_dir) / scale).is_dir() and not build.empty
+    headline = pd.concat([recorded, build], ignore_index=True) if joined else recorded
+    return headline, build, joined
+
+
+def _plain(v):
+    """A field as a join key: NaN as None, whole floats as ints, dicts as sorted JSON."""
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True, default=str)
+    if isinstance(v, float):
+        return None if v != v else int(v) if v.is_integer() else v
+    return v
+
+
+_KEY = ("experiment", "task", "split", "step", "scale", "seed", "commit", "device", "config")
+
+
+def _key(rec: dict) -> tuple:
+    """What a metric record shares with the per-example record of the same evaluation."""
+    return tuple(_plain(rec.get(k)) for k in _KEY)
+
+
+def frame(records) -> pd.DataFrame:
+    df = pd.DataFrame(records)
+    if "per_example" not in df.columns:
+        df["per_example"] = None
+    return df
+
+
+def _outcomes(df: pd.DataFrame) -> dict[tuple, dict]:
+    """Each evaluation's per-example outcomes, by ``_key`` (the last one where repeated)."""
+    if df.empty or "metric" not in df.columns:
+        return {}
+    pe = df[df.metric == PER_EXAMPLE]
+    return {
+        _key(r): r["per_example"]
+        for r in pe.to_dict("records")
+        if isinstance(r.get("per_example"), dict)
+    }
+
+
+def arrays(outcome: dict) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(outcome["predictions"]), np.asarray(outcome["labels"])
+
+
+@lru_cache(maxsize=4096)
+def _interval(metric: str, preds: tuple, labels: tuple) -> tuple[float, float]:
+    return stats.bootstrap_interval(metric, np.array(preds), np.array(labels))
+
+
+def interval_of(metric: str, outcome: dict | None) -> tuple[float, float] | None:
+    """The 95% bootstrap interval of ``metric`` on one evaluation's outcomes (None: none)."""
+    if not isinstance(outcome, dict):
+        return None
+    return _interval(metric, tuple(outcome["predictions"]), tuple(outcome["labels"]))
+
+
+def paired(a: dict | None, b: dict | None) -> bool:
+    """Whether two evaluations scored the same examples in the same order (so that their
+    difference has a paired interval)."""
+    return (
+        isinstance(a, dict)
+        and isinstance(b, dict)
+        and a["examples"] == b["examples"]
+        and a["labels"] == b["labels"]
+    )
+
+
+def difference_interval(metric: str, a: dict | None, b: dict | None):
+    """The 95% interval of metric(a) - metric(b), paired over their common examples (None
+    where either has no outcomes or they are not the same examples)."""
+    if not paired(a, b):
+        return None
+    (pa, y), (pb, _) = arrays(a), arrays(b)
+    return stats.paired_difference_interval(metric, pa, pb, y)
+
+
+def with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
+    """Metric rows of ``df`` with their evaluation's outcomes (``outcome``, None where the run
+    kept none) and the interval of their value (``lo``, ``hi``, NaN where none)."""
+    found = _outcomes(df)
+    df = df[df.metric != PER_EXAMPLE].copy()
+    df["outcome"] = [found.get(_key(r)) for r in df.to_dict("records")]
+    bounds = [
+        interval_of(m, o) or (np.nan, np.nan) for m, o in zip(df.metric, df.outcome, strict=True)
+    ]
+    df["lo"] = [b[0] for b in bounds]
+    df["hi"] = [b[1] for b in bounds]
+    return df
+
+
+def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
+    """One row per (experiment, run, task): the task's paper metric on its eval split, at the
+    last epoch recorded, with its 95% bootstrap interval (``lo``, ``hi``; NaN where the run
+    kept no per-example outcomes), those outcomes (``outcome``) and the run's training
+    examples (``examples``). ``records`` is a DataFrame of records (``read_records``) or a
+    list."""
+    df = frame(records)
+    cols = ["experiment", "run", "task", "metric", "split", "value", "lo", "hi", "data"]
+    cols += ["wall_time", "outcome", "examples"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    experiments = (experiments,) if isinstance(experiments, str) else experiments
+    df = df[df.experiment.isin(experiments) & df.task.isin(list(TASKS))].copy()
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["examples"] = [c.get("train_examples") if isinstance(c, dict) else None for c in df.config]
+    rows = []
+    for (_, _, task), g in df.groupby(["experiment", "run", "task"], sort=False):
+        spec = TASKS[task]
+        g = g[(g.split == spec.eval_split) & g.metric.isin([spec.metrics[0], PER_EXAMPLE])]
+        g = with_outcomes(g)
+        if not g.empty:
+            rows.append(g[g.step == g.step.max()].iloc[-1][cols].to_dict())
+    return pd.DataFrame(rows, columns=cols)
+
+
+def format_value(value, lo=np.nan, hi=np.nan, digits: int = 1) -> str:
+    """``"81.3 [79.1, 83.2]"``; ``"56.5 †"`` without an interval (``NO_INTERVAL``);
+    ``"missing"`` where there is no value."""
+    if value is None or value != value:
+        return "missing"
+    if lo != lo or hi != hi:
+        return f"{value:.{digits}f} †"
+    return stats.format_interval(value, (lo, hi), digits)
+
+
+def examples_cell(row: dict) -> str:
+    """What a run trained and was scored on: "2,137 / 1,043" (training / evaluation examples;
+    "?" where its records do not say)."""
+    n, outcome = row.get("examples"), row.get("outcome")
+    train = f"{int(n):,}" if n == n and n is not None else "?"
+    scored = f"{len(outcome['labels']):,}" if isinstance(outcome, dict) else "?"
+    return f"{train} / {scored}"

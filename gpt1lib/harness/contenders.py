@@ -1,0 +1,217 @@
+"""What the speed run times (``bench``): the contenders and the configuration of a run.
+
+Each contender is one training step, ``optim.train_step`` on a model and its loss: GPT-1 as
+``FastGPT`` (and each of ``VARIANTS``, one thing changed) or transformers'
+``OpenAIGPTLMHeadModel`` of the same configuration for pre-training; a classification model
+with the auxiliary LM loss on SST-2-like lengths, batched two ways, for fine-tuning.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import random
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import torch
+
+from ..fast import FastGPT
+from ..finetune import TaskModel, batches
+from ..loss import task_loss
+from ..model import GPT, GPTConfig, lm_loss, preset
+from ..optim import make_optimizer, train_step
+from ..tasks import get_task
+from ..transforms import Encoded, collate
+from ..weights import config_to_hf
+from .memory import peak_growth
+
+LR = 2.5e-4  # pre-training's peak rate; a step takes as long at any rate
+LM_COEF = 0.5  # lambda of the fine-tuning loss L3
+
+#: How each loss is computed from (net, inputs, targets), by the name the records give it.
+LOSSES: dict[str, Callable[..., torch.Tensor]] = {
+    "fused_lm_loss(hidden)": lambda net, x, y: net(x, targets=y).loss,
+    "lm_loss(logits)": lambda net, x, y: lm_loss(net(x).logits, y),
+    "OpenAIGPTLMHeadModel(labels=input_ids)": lambda net, x, y: net(x, labels=x).loss,
+}
+
+#: What each variant changes from "gpt1lib": ``FastGPT`` (the loss from the hidden states, the
+#: CPU's int16 dropout masks and written-out attention), embedding dropout on the sum, the
+#: vocabulary padded to ``BenchConfig.pad_vocab_to`` (64 on CUDA, none on the CPU).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "gpt1lib": {},
+    "gpt1lib:matrix": {"embd_dropout": "matrix"},  # the released code's embedding dropout
+    "gpt1lib:logits": {"loss": "lm_loss(logits)"},  # FastGPT's full logits, then lm_loss
+    "gpt1lib:pad1": {"pad_vocab_to": 1},
+    "gpt1lib:pad64": {"pad_vocab_to": 64},
+    # model.GPT, every speed path off: full logits and lm_loss, torch's dropout, SDPA
+    "gpt1lib:plain": {"model": "GPT", "loss": "lm_loss(logits)", "pad_vocab_to": 1},
+}
+IMPLEMENTATIONS = (*VARIANTS, "transformers")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One benchmark run; ``None`` fields take the scale's, the preset's or the device's value."""
+
+    preset: str | None = None  # a model preset, or a scale's name for its model; None: tiny
+    batch: int | None = None  # sequences (fine-tuning: examples) per step; None: the scale's, or 4
+    seq: int | None = None  # tokens per sequence; None: the scale's, or the preset's context
+    steps: int | None = None  # timed steps per implementation after warm-up; None: scale's, or 5
+    warmup: int = 2  # untimed steps per implementation first
+    device: str | None = None  # None: CUDA where available, else the CPU
+    mode: Literal["pretrain", "finetune", "both"] = "pretrain"
+    implementations: tuple[str, ...] = ("gpt1lib", "transformers")
+    bf16: bool = True  # bf16 autocast on CUDA; the CPU always runs float32
+    compile: bool = False  # torch.compile every model timed (ours and transformers')
+    pad_vocab_to: int | None = None  # for gpt1lib; None: 64 on CUDA, 1 on the CPU
+    dropout: float = 0.1  # every dropout rate, as in the paper
+    memory: bool = True  # measure peak memory (on the CPU: one fresh process per model)
+    seed: int = 0
+    scale: str | None = None  # the book's scale this run stands for: its model, if no preset
+
+
+@dataclass
+class Contender:
+    """One thing to time: a name, a step function and what the records say about it."""
+
+    name: str
+    mode: str
+    step: Callable[[], None] | None  # None once timed: the model and optimiser are freed
+    config: dict[str, Any]
+    tokens: float  # real tokens per step (the mean, when fine-tuning)
+    seq: float  # tokens per sequence (the mean padded length, when fine-tuning)
+    examples: int = 0  # examples per step (fine-tuning)
+    times: list[float] = field(default_factory=list)
+    cpu_times: list[float] = field(default_factory=list)
+    peak_mem_mb: float | None = None
+
+
+# ---------------------------------------------------------------- the contenders
+
+
+def _gpt_config(cfg: BenchConfig) -> GPTConfig:
+    p = cfg.dropout
+    return preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
+
+
+def _transformers_model(cfg: GPTConfig):
+    try:
+        from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
+        from transformers.utils import logging as hf_logging
+    except ImportError as e:
+        raise ImportError("pip install transformers, or leave it out of implementations") from e
+    hf_logging.set_verbosity_error()
+    hf = {k: v for k, v in config_to_hf(cfg).items() if k not in ("architectures", "model_type")}
+    return OpenAIGPTLMHeadModel(OpenAIGPTConfig(**hf))
+
+
+def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Contender:
+    """``model`` on ``device``, its optimiser, and a step: ``optim.train_step`` of
+    ``loss_fn(net)``, ``net`` the model (compiled if asked)."""
+    model = model.to(device).train()
+    opt = make_optimizer(model, LR)
+    net = torch.compile(model) if cfg.compile else model
+    bf16 = cfg.bf16 and device.type == "cuda"
+
+    def losses():  # the step's one loss; its backward runs outside autocast
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            loss = loss_fn(net)
+        yield loss
+
+    first = iter([True])  # the first step checks that the gradients are not all zero
+
+    def step() -> None:
+        train_step(model, opt, LR, losses(), grad_clip=1.0, check=next(first, False))
+
+    impl = "transformers" if name == "transformers" else "gpt1lib"
+    info = {"implementation": impl, "variant": name, **info}
+    info["fused_adamw"] = bool(opt.defaults.get("fused"))
+    return Contender(name, mode, step, info, **fields)
+
+
+def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Contender:
+    """A model, its optimiser and a pre-training step on a fixed random batch."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    model_cfg = _gpt_config(cfg)
+    x = torch.randint(0, model_cfg.vocab_size, (cfg.batch, cfg.seq + 1), generator=g).to(device)
+    if name == "transformers":
+        model = _transformers_model(model_cfg)
+        info = {"model": "OpenAIGPTLMHeadModel", "loss": "OpenAIGPTLMHeadModel(labels=input_ids)"}
+        info["embd_dropout"] = "sum"
+    else:
+        info = {"model": "FastGPT", "loss": "fused_lm_loss(hidden)", "embd_dropout": "sum"}
+        info |= {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
+        model_cfg = replace(model_cfg, embd_dropout=info["embd_dropout"])
+        fast = info["model"] == "FastGPT"
+        model = FastGPT(model_cfg, info["pad_vocab_to"]) if fast else GPT(model_cfg)
+    loss_fn = functools.partial(LOSSES[info["loss"]], x=x[:, :-1], y=x[:, 1:])
+    fields = {"tokens": cfg.batch * cfg.seq, "seq": cfg.seq}
+    return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
+
+
+def sst2_like_lengths(n: int, n_ctx: int, seed: int = 0) -> list[int]:
+    """``n`` sequence lengths (with ``_start_`` and ``_classify_``) drawn like SST-2's: a
+    log-normal around 13 tokens, mostly 5-40, at least 3 and at most ``n_ctx``."""
+    rng = random.Random(seed)
+    return [max(3, min(n_ctx, round(rng.lognormvariate(math.log(13), 0.6)))) for _ in range(n)]
+
+
+def _task_loss(net, feed, regression: bool) -> torch.Tensor:
+    batch = next(feed)
+    scores, l1 = net(batch, lm=True)
+    return task_loss(scores, batch.labels, regression, l1, LM_COEF)[0]
+
+
+def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contender]:
+    """Two fine-tuning loops over the same ``batch * steps`` synthetic SST-2-like examples:
+    dynamic padding of length-grouped batches, and every batch padded to the context. Warm-up
+    steps take the first batches; the timed steps then see every batch once."""
+    model_cfg = _gpt_config(cfg)
+    n_ctx, V, rng = model_cfg.n_ctx, model_cfg.vocab_size, random.Random(cfg.seed)
+    items = [  # _start_ (V), k - 2 random tokens, _classify_ (V + 2); a random label
+        Encoded(((V, *(rng.randrange(V) for _ in range(k - 2)), V + 2),), rng.randrange(2))
+        for k in sst2_like_lengths(cfg.batch * cfg.steps, n_ctx, cfg.seed)
+    ]
+    out = []
+    for name, pad_to, how in (
+        ("finetune:dynamic", None, "length-grouped, padded to the longest"),
+        ("finetune:context", n_ctx, f"every batch padded to the context ({n_ctx})"),
+    ):
+        torch.manual_seed(cfg.seed)
+        gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
+        model = TaskModel(gpt, get_task("sst2"), cfg.dropout)
+        order = batches(items, cfg.batch, random.Random(cfg.seed), length_grouped=not pad_to)
+        prepared = [collate([items[i] for i in b], pad_to=pad_to) for b in order]
+        info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
+        info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}
+        info["pad_vocab_to"] = gpt.pad_vocab_to
+        feed = itertools.cycle([b.to(device) for b in prepared])
+        loss_fn = functools.partial(_task_loss, feed=feed, regression=model.regression)
+        fields = {"tokens": statistics.mean(int(b.mask.sum()) for b in prepared)}
+        fields |= {"seq": statistics.mean(b.ids.size(1) for b in prepared), "examples": cfg.batch}
+        out.append(_contender(name, "finetune", model, loss_fn, cfg, device, info, **fields))
+    return out
+
+
+def contenders(cfg: BenchConfig, mode: str, device) -> list[Contender]:
+    if mode == "pretrain":
+        return [pretrain_contender(n, cfg, device) for n in cfg.implementations]
+    return finetune_contenders(cfg, device)
+
+
+def probe(cfg: BenchConfig, mode: str, name: str) -> float:
+    """Run in a fresh process: ``name``'s first step's peak memory growth on the CPU, in MB,
+    after a step of a tiny model of its kind has paid for the runtime's own buffers."""
+    cfg, cpu = replace(cfg, implementations=(name,)), torch.device("cpu")
+    warm = replace(cfg, preset="tiny", batch=1, seq=8, steps=1)
+    next(c for c in contenders(warm, mode, cpu) if c.name == name).step()
+    return peak_growth(next(c for c in contenders(cfg, mode, cpu) if c.name == name).step, cpu)
+
+
+# ---------------------------------------------------------------- running
