@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from . import paths
 from .checkpoint import check_model_folder
 from .checks import check_source, count, number
+from .experiments import finetune_tasks
 from .finetune import FinetuneConfig
 from .loss import REGRESSIONS
 from .runs import pretrained_model, start_message
@@ -223,6 +224,16 @@ class Chapter(SimpleNamespace):
         transferred where it has them, and ``overrides``."""
         mine = {k: getattr(self, k) for k in ("lm_coef", "n_transfer") if hasattr(self, k)}
         return self.S.finetune_for("full", seed=self.seed, **mine, **overrides)
+
+    def finetune(self, pretrained, tok, origin: str, **overrides):
+        """Chapters 05-08's experiment (``experiments.finetune_tasks``) on this chapter's tasks,
+        data, limits and settings; returns the results by task."""
+        results, _ = finetune_tasks(
+            self.S, pretrained, tok, self.tasks, self.source, self.finetune_config(**overrides),
+            out_dir=self.out_dir, limit=self.limit, eval_limit=self.eval_limit,
+            device=self.device, init=origin,
+        )  # fmt: skip
+        return results
 
     def run_dir(self, *parts: str) -> Path:
         """``out_dir/<scale>/<parts>``: where this chapter's runs write."""

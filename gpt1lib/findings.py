@@ -26,7 +26,9 @@ from .evaluations import (
     NO_INTERVAL,
     arrays,
     difference_interval,
+    examples_cell,
     final_metrics,
+    format_value,
     frame,
     with_outcomes,
 )
@@ -118,6 +120,27 @@ def zero_shot_points(records) -> pd.DataFrame:
         ]
     df = df.drop_duplicates(["run", "model", "task", "step"], keep="last")
     return df.sort_values(["run", "model", "task", "step"])[cols].reset_index(drop=True)
+
+
+def objective_runs(records) -> pd.DataFrame:
+    """Chapter 04's comparison in each run: a task fine-tuned with lambda = 0.5 and with
+    lambda = 0, and their paired difference. The lambda = 0.5 run is chapter 05's fine-tuning of
+    the task, the same run (the budgeted plan runs it once); a run that made chapter 04's own
+    as well (the small run at ee22f51: the same records twice) has it read from chapter 05."""
+    cols = ["run", "task", "λ = 0.5", "λ = 0", "λ = 0.5 minus λ = 0", "train / eval examples"]
+    zero = final_metrics(records, "objective lambda=0.0")
+    half = final_metrics(records, ("finetune", "objective lambda=0.5"))
+    rows = []
+    for r in zero.to_dict("records"):
+        mine = half[(half.run == r["run"]) & (half.task == r["task"])]
+        if mine.empty:
+            continue
+        h = mine.sort_values("experiment").iloc[0].to_dict()  # "finetune" first: chapter 05's
+        iv = difference_interval(r["metric"], h["outcome"], r["outcome"]) or (np.nan, np.nan)
+        rows.append((r["run"], TASKS[r["task"]].title, format_value(h["value"], h["lo"], h["hi"]),
+                     format_value(r["value"], r["lo"], r["hi"]),
+                     _fmt(h["value"] - r["value"], *iv), examples_cell(r)))  # fmt: skip
+    return pd.DataFrame(rows, columns=cols)
 
 
 # ---------------------------------------------------------------- the four findings

@@ -37,7 +37,11 @@ _SETTINGS = {
     "max_len": "max_len {}",
 }
 #: Settings an experiment varies itself: its points share one label (one curve, one table).
-_VARIED = {"layer_transfer": ("n_transfer",), "ablation": ("lm_coef", "n_transfer")}
+_VARIED = {
+    "layer_transfer": ("n_transfer",),
+    "ablation": ("lm_coef", "n_transfer"),
+    "objective": ("lm_coef",),  # chapter 04's "objective lambda=<coef>"
+}
 
 
 def device_label(device: str) -> str:
@@ -58,6 +62,7 @@ def _differences(rec: dict, config: dict) -> list[str]:
     if scale is None:
         return []
     kind, _, arm = str(rec.get("experiment")).partition(":")
+    kind = kind.partition(" ")[0]
     default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
     varied = _VARIED.get(kind, ())
     out = []
@@ -87,7 +92,8 @@ def run_label(rec) -> str:
     a user may change where it differs from the scale's recipe (lambda, the blocks transferred,
     STS-B's head, the example limits, the model, ...), so that two reruns never share a column.
     An experiment that varies a setting itself (layer transfer: the blocks; the ablations:
-    lambda and the blocks) keeps one label for all its points, and so does a budgeted plan
+    lambda and the blocks; the objective: lambda) keeps one label for all its points, and so
+    does a budgeted plan
     whatever examples it chose for each task."""
     device = device_label(str(rec.get("device") or "?"))
     sha, _, dirty = str(rec.get("commit") or "?").partition("+")

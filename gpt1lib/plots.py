@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .evaluations import NO_INTERVAL, final_metrics
+from .evaluations import NO_INTERVAL, final_metrics, frame
 from .findings import layer_transfer_points, zero_shot_points
-from .labels import short_names
+from .labels import run_label, short_names
 from .paper import (
     ABLATIONS,
     PAPER_LAYER_TRANSFER,
@@ -316,6 +316,28 @@ def zero_shot_figures(records) -> list:
     return figs
 
 
+def show_finetuning(results: dict, scale: str):
+    """A fine-tuning chapter's results: a line per task (its metric after the last epoch and
+    its training time), each task's metric by epoch, and the table against the paper."""
+    from .paper import against_paper
+
+    for name, r in results.items():
+        spec = TASKS[name]
+        metric = spec.metrics[0]
+        print(f"{spec.title}: {spec.eval_split} {metric} {r.final[metric]:.1f} after the last "
+              f"epoch ({r.train_time:.1f} s training)")  # fmt: skip
+    curves = eval_curves(results)
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    for task, g in curves.groupby("task", sort=False):
+        ax.plot(g.epoch, g.value, marker="o", label=task)
+    ax.set(xlabel="epoch", ylabel="eval metric (%)", title=f"fine-tuning, {scale} scale")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend()
+    show(fig)
+    table = against_paper([rec for r in results.values() for rec in r.records])
+    return show_table(table, "the last epoch's metric against the paper's")
+
+
 def eval_curves(results: dict) -> pd.DataFrame:
     """Each task's paper metric on its evaluation split, by epoch (task titles as ``task``)."""
     rows = []
@@ -325,6 +347,37 @@ def eval_curves(results: dict) -> pd.DataFrame:
         keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
         rows.append(keep.assign(task=spec.title))
     return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
+
+
+def pretraining_curves(records):
+    """Chapter 3's recorded runs: each run's validation perplexity against the updates, the
+    transformer solid and the LSTM (Table 5's baseline, pre-trained alike) dashed, one panel per
+    run (log axes: a CPU's 800 updates beside a GPU's thousands); None where no run has one."""
+    df = frame(records)
+    if df.empty or "metric" not in df.columns:
+        return None
+    df = df[df.experiment.isin(["pretrain", "pretrain:gpt", "pretrain:lstm"]) &
+            (df.metric == "val_ppl")].copy()  # fmt: skip
+    if df.empty:
+        return None
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    runs = list(dict.fromkeys(df.run))
+    fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 3.8), squeeze=False)
+    for ax, run in zip(axes[0], runs, strict=True):
+        for exp, d in df[df.run == run].groupby("experiment", sort=False):
+            d = d.drop_duplicates("step", keep="last").sort_values("step")
+            lstm = exp.endswith("lstm")
+            label = f"{'LSTM' if lstm else 'transformer'}: {d.value.iloc[-1]:,.1f} at "
+            ax.plot(d.step, d.value, ls="--" if lstm else "-", marker="o", ms=3,
+                    label=label + f"{int(d.step.iloc[-1]):,}")  # fmt: skip
+        ax.set(yscale="log", xlabel="update", ylabel="validation perplexity (log scale)")
+        ax.set_yticks([50, 100, 200, 400, 800], ["50", "100", "200", "400", "800"])
+        ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        ax.legend(fontsize=8)
+        _title(ax, run, 60)
+    _title(fig, "Recorded pre-training runs (chapter 3's): validation perplexity", y=1.0)
+    fig.tight_layout()
+    return fig
 
 
 def bench_figure(kept: pd.DataFrame):
