@@ -2,8 +2,8 @@
 
 A default run and a rerun of a fine-tuning chapter (tasks given as one name and as a list, the
 rerun as a sweep through ``gpt1lib.harness.reproduce``), the results chapter showing both as
-columns of their own, the layer-transfer chapter on a list of tasks, and the recorder on two chapters.
-They share one run folder, so the tiny model is pre-trained once.
+columns of their own, the layer-transfer chapter on a list of tasks, and the recorder on two
+chapters. They share one run folder, so the tiny model is pre-trained once.
 """
 
 import json
