@@ -6,10 +6,11 @@ overrides) and, right after it, one call:
     ch = setup("05_classification", globals())
 
 ``setup`` reads the chapter's parameters (``PARAMETERS`` names them) from the notebook's
-namespace and refuses a name given to the chapter that it does not have: a misspelt ``-p scal
-smoke`` would otherwise be ignored and the chapter run at its default scale, on a GPU for
-hours. It checks every value before anything is loaded or pre-trained (an error names the
-parameter, its value and what it takes), resolves the scale and the paths as the README says,
+namespace and refuses a name papermill was given that the chapter does not have (papermill
+sets it and says only "Passed unknown parameter"): a misspelt ``-p scal smoke`` would otherwise
+be ignored and the chapter run at its default scale, on a GPU for hours. It checks every value
+before anything is loaded or pre-trained (an error names the parameter, its value and what it
+takes), resolves the scale and the paths as the README says,
 finds which of the chapter's tasks its source holds (a task it lacks is skipped and said so;
 none at all is an error before any pre-training), prints one line saying what the chapter will
 do, and returns a ``Chapter``: every parameter resolved, the ``Scale`` and the device.
@@ -17,6 +18,7 @@ do, and returns a ``Chapter``: every parameter resolved, the ``Scale`` and the d
 
 from __future__ import annotations
 
+import ast
 import math
 import os
 from collections.abc import Callable
@@ -37,6 +39,7 @@ from .tasks import get_task, task_names, unavailable
 #: Each chapter's parameters, as its ``parameters`` cell declares them (a test keeps the two in
 #: step; the README's table lists them).
 PARAMETERS: dict[str, tuple[str, ...]] = {
+    "intro": ("results_dir",),
     "results_at_a_glance": ("results_dir",),
     "01_tokenizer_corpus": (
         "scale", "seed", "corpus", "corpus_limit", "n_merges", "released_bpe", "agreement_texts",
@@ -47,10 +50,10 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     ),
     "04_finetuning": ("scale", "seed", "task", "source", "init", "limit", "out_dir", "corpus"),
     **{
-        name: ("scale", "seed", "tasks", "source", "init", "lm_coef", "n_transfer", "limit",
-               "eval_limit", "out_dir", "corpus") + extra
-        for name, extra in (("05_classification", ()), ("06_entailment", ()),
-                            ("07_similarity", ("regression",)), ("08_multiple_choice", ()))
+        name: ("scale", "seed", "tasks", "source", "init", "lm_coef", *head, "n_transfer",
+               "limit", "eval_limit", "out_dir", "corpus")
+        for name, head in (("05_classification", ()), ("06_entailment", ()),
+                           ("07_similarity", ("regression",)), ("08_multiple_choice", ()))
     },
     "09_results": ("scale", "results_dir", "out_dir"),
     "10_layer_transfer": (
@@ -75,8 +78,6 @@ DEFAULT_TASKS: dict[str, Callable[[Scale], tuple[str, ...]]] = {
     "10_layer_transfer": lambda S: S.transfer_tasks,
     "12_ablations": lambda S: S.ablation_tasks,
 }
-#: Names IPython keeps in a notebook's namespace, never a parameter.
-_IPYTHON = {"In", "Out", "exit", "quit", "open", "get_ipython"}
 
 
 # ---------------------------------------------------------------- each parameter's check
@@ -240,17 +241,25 @@ class Chapter(SimpleNamespace):
         return Path(self.out_dir, self.scale, *parts)
 
 
+def _injected(namespace: dict) -> set[str]:
+    """The names papermill set in this kernel: the assignments of the cell it injects after the
+    parameters cell (its source opens with "# Parameters"), read from IPython's input history
+    (``In``). None outside papermill: nothing was injected."""
+    names: set[str] = set()
+    for source in namespace.get("In") or []:
+        if isinstance(source, str) and source.lstrip().startswith("# Parameters"):
+            for node in ast.parse(source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
 def _given(name: str, namespace: dict) -> dict:
     """The chapter's parameters from ``namespace``; an error for a value given to the chapter
     that it does not have (papermill sets any name it is passed, and says only "Passed unknown
     parameter")."""
     declared = PARAMETERS[name]
-    plain = (str, int, float, bool, list, tuple, dict, type(None))
-    unknown = sorted(
-        k for k, v in namespace.items()
-        if not k.startswith("_") and k not in declared and k not in _IPYTHON
-        and isinstance(v, plain)
-    )  # fmt: skip
+    unknown = sorted(_injected(namespace) - set(declared))
     if unknown:
         raise ValueError(
             f"{name} has no parameter {', '.join(map(repr, unknown))}: it has "
@@ -320,25 +329,31 @@ def setup(name: str, namespace: dict) -> Chapter:
     device = pick_device() if S is not None else None
     chapter = Chapter(name=name, S=S, device=device, **ch)
     _style()
-    print(_summary(chapter))
+    if S is not None:  # a page that only reads the records has nothing to say first
+        print(_summary(chapter))
     return chapter
 
 
 def _style() -> None:
+    """The book's plots (seaborn's white grid) and tables: whole cells, every column, never
+    cut with "..." (pandas' defaults for a terminal)."""
+    import pandas as pd
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
+    for option, value in (("max_colwidth", None), ("max_columns", None), ("width", 200)):
+        pd.set_option(f"display.{option}", value)
 
 
 def _summary(ch: Chapter) -> str:
     """The chapter's opening line: its scale and device, its data, what it skips and why."""
-    parts = [f"scale {ch.scale} on {ch.device}"] if ch.S is not None else []
+    parts = [f"scale {ch.scale} on {ch.device}"]
     for key in ("source", "corpus"):
         if isinstance(getattr(ch, key, None), str | os.PathLike):
             parts.append(f"{key} {paths.shown(getattr(ch, key))}")
     if getattr(ch, "tasks", None):
         parts.append("tasks " + ", ".join(get_task(t).title for t in ch.tasks))
-    line = f"{ch.name}: " + "; ".join(parts) if parts else ch.name
+    line = f"{ch.name}: " + "; ".join(parts)
     for task, why in getattr(ch, "skipped", {}).items():
         line += f"\n{get_task(task).title}: skipped, {why}"
     return line

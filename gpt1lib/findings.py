@@ -37,17 +37,18 @@ from .loss import prior_loss
 from .paper import ABLATIONS, PAPER_LAYER_TRANSFER, TABLE5_TASKS, ablation_runs, excludes_zero
 from .records import PER_EXAMPLE
 from .tasks import TASKS
-from .zeroshot import ZERO_SHOT_TASKS, normalise
+from .zeroshot import BASELINES, ZERO_SHOT_TASKS, normalise
 
 
 def layer_transfer_points(records) -> pd.DataFrame:
     """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
     epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
-    outcomes, ``data`` and the fine-tuning's wall time. Split "train" is the training examples
-    scored each epoch (dashed in the figure), "dev" the evaluation split."""
+    outcomes, ``data``, the training examples (``examples``) and the fine-tuning's wall time.
+    Split "train" is the training examples scored each epoch (dashed in the figure), "dev" the
+    evaluation split."""
     df = frame(records)
     cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
-    cols += ["wall_time"]
+    cols += ["examples", "wall_time"]
     if df.empty:
         return pd.DataFrame(columns=cols)
     df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
@@ -55,6 +56,7 @@ def layer_transfer_points(records) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     df = with_outcomes(df)
     df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
+    df["examples"] = [c.get("train_examples") for c in df.config]
     df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
     last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
@@ -199,9 +201,8 @@ def _underfit_note(under: pd.DataFrame, run: str) -> str:
     mine = under[under.run == run]
     if mine.empty:
         return ""
-    at_prior = mine[mine["L2 - prior"] > -0.05]
-    return (f"fine-tuning learned little beyond the label prior: L2 within 0.05 of the prior's "
-            f"loss or above on {len(at_prior)} of {len(mine)} runs whose L2 is known")  # fmt: skip
+    at_prior = mine[mine["L2 minus prior"].astype(float) > -0.05]
+    return f"L2 within 0.05 of the label prior's on {len(at_prior)} of {len(mine)} fine-tunings"
 
 
 def _ablation_finding(name: str, methods: dict, other: str) -> tuple[str, str] | None:
@@ -282,7 +283,7 @@ def findings(records) -> pd.DataFrame:
     for run in runs:
         fit = _underfit_note(under, run)
         ups = updates.get(run, {})
-        lstm = (f"the LSTM pre-trained {ups['lstm']:,} updates, the transformer {ups['gpt']:,}"
+        lstm = (f"LSTM pre-trained {ups['lstm']:,} updates, the transformer {ups['gpt']:,}"
                 if {"gpt", "lstm"} <= set(ups) else "")  # fmt: skip
         methods = ablations.get(run, {})
         found = {
@@ -302,6 +303,23 @@ def findings(records) -> pd.DataFrame:
                 note = "; ".join(c for c in confounds if c)
                 rows.append((run, name, got[0], TARGETS[name], got[1], note))
     return pd.DataFrame(rows, columns=cols)
+
+
+def zero_shot_last(records) -> pd.DataFrame:
+    """Each run's and model's zero-shot scores at its last checkpoint: the raw score (the task's
+    metric) with its 95% interval beside random guessing, or the one answer it gave to every
+    example; a heuristic has learned something where the interval lies above random."""
+    pts = zero_shot_points(records)
+    last = pts[pts.step == pts.groupby(["run", "model"]).step.transform("max")]
+    cells = [
+        f"one answer, {a}, to all" if isinstance(a, str) else format_value(v, lo, hi)
+        for v, lo, hi, a in zip(last.value, last.lo, last.hi, last.answer, strict=True)
+    ]
+    return pd.DataFrame({
+        "run": last.run, "model": last.model, "task": [TASKS[t].title for t in last.task],
+        "split": last.split, "update": last.step.astype(int), "score [95% interval]": cells,
+        "random guess": [BASELINES[t][0] for t in last.task],
+    }).reset_index(drop=True)  # fmt: skip
 
 
 def scored_split(rec: dict) -> str:
@@ -358,12 +376,12 @@ def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
 
 def underfitting(records) -> pd.DataFrame:
     """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
-    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``): recorded
-    with the run where it is (the training labels), else from the evaluation's labels, which
-    are what the records keep, said so."""
+    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``), losses to
+    three decimals: recorded with the run where it is (its training labels), else from the
+    evaluation's labels, which are what older records keep ("dev labels")."""
     df = frame(records)
     cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
-    cols += ["prior from", "L2 - prior"]
+    cols += ["L2 minus prior", "prior from"]
     if df.empty or "split" not in df.columns:
         return pd.DataFrame(columns=cols)
     losses = _last_epoch_losses(df)
@@ -374,18 +392,18 @@ def underfitting(records) -> pd.DataFrame:
     rows = []
     for r in losses.to_dict("records"):
         c, spec = r["config"], TASKS[r["task"]]
-        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "the training labels"
+        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "train labels"
         outcome = labels.get((r["experiment"], r["run"], r["task"]))
-        if prior is None and isinstance(outcome, dict):
+        if prior is None and isinstance(outcome, dict):  # the records keep no training labels
             regression = (
                 c.get("regression") if spec.family == "similarity" and not spec.labels else None
             )
             prior = prior_loss(outcome["labels"], regression, spec.n_answers)
-            where = f"the {spec.eval_split} labels (the records keep no training labels)"
+            where = f"{spec.eval_split} labels"
         if prior is None:
             continue
         n = c.get("train_examples")
         updates = n // c["batch_size"] * c["epochs"] if n else None
-        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, r["value"], prior,
-                     where, r["value"] - prior))  # fmt: skip
+        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, f"{r['value']:.3f}",
+                     f"{prior:.3f}", f"{r['value'] - prior:+.3f}", where))  # fmt: skip
     return pd.DataFrame(rows, columns=cols)

@@ -163,7 +163,7 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
         entry = manifest.get(chapter)
         if entry is None:
             planned = any("budget" in e.get("parameters", {}) for e in manifest.values())
-            when = {"smoke": "seconds (the book build)"}.get(scale, "not recorded yet")
+            when = {"smoke": "seconds to a minute (the book build)"}.get(scale, "not recorded yet")
             why = "not part of the budgeted plan, which runs the training alone" if planned else ""
             rows[scale] = (HARDWARE[scale], when, why)
             continue
@@ -174,6 +174,28 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
         rows[scale] = (hardware, when, _how(entry))
     table = pd.DataFrame.from_dict(rows, orient="index", columns=["hardware", "time", "from"])
     return table.rename_axis(None)
+
+
+def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """One row per recorded run (``results/<scale>/``): its label (``run_label``), the chapters
+    it recorded, their minutes, how it was made (its manifest), and where its fine-tuning
+    started (``fine_tuning_start``)."""
+    rows = []
+    for manifest in sorted(paths.results_dir(results_dir).glob("*/manifest.json")):
+        entries = json.loads(manifest.read_text())
+        recs = read_records(manifest.parent)
+        if recs.empty:
+            continue
+        tuned = recs[recs.experiment == "finetune"]
+        first = (tuned if len(tuned) else recs).iloc[0].to_dict()
+        rows.append({
+            "label": run_label({**first, "config": {}}),
+            "chapters": len(entries),
+            "minutes": round(sum(e.get("wall_time_s", 0) for e in entries.values()) / 60),
+            "how it was made": _how(next(iter(entries.values()))).split(", with ")[0],
+            "fine-tuning started from": fine_tuning_start(first) if len(tuned) else "none",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def fine_tuning_start(rec) -> str:

@@ -182,6 +182,18 @@ def runs_table(records, experiments: str | tuple[str, ...] = "finetune") -> pd.D
     return table.reindex(order).fillna("missing").rename_axis(index=None, columns=None)
 
 
+def summary_table(records) -> pd.DataFrame:
+    """Every task of Tables 2-4 that a run measured: the paper's value, then each run's with its
+    95% interval (``runs_table``), one column a run."""
+    table = runs_table(records)
+    if table.empty:
+        return table
+    paper = {TASKS[t].title: (metric, v) for t, (metric, v, _) in PAPER_RESULTS.items()}
+    table.insert(0, "metric", [paper[t][0] for t in table.index])
+    table.insert(1, "paper", [paper[t][1] for t in table.index])
+    return table
+
+
 def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
     """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``."""
     got = final_metrics(records, tuple(ABLATIONS.values()))

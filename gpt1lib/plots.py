@@ -89,17 +89,29 @@ def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return table, "; ".join(f"{short}: {full}" for full, short in names.items())
 
 
+def build_note(scale: str, joined: bool) -> None:
+    """The line a results chapter opens its "this build's run" section with: what that run is
+    (``evaluations.results_records``'s ``joined``: at a recorded scale, also in the tables)."""
+    if scale == "smoke":
+        print("this build's run (smoke scale, fixtures): a check that the code runs, not a result")
+    elif joined:
+        print(f"this build's run is at the recorded scale {scale}: it is in the tables above too")
+    else:
+        print(f"this build's run ({scale} scale, not a recorded scale): shown here only")
+
+
 def show_table(table: pd.DataFrame, caption: str = ""):
     """A table for a page: each run under its short name (the caption says which run it is),
     numbers to one decimal, gaps as "missing", no row numbers, the caption, and what a "†" (a
     number without an interval) means where one appears."""
+    plain = isinstance(table.index, pd.RangeIndex)  # row numbers: not shown
     table, runs = short_runs(table)
     notes = [caption] if caption else []
     if table.astype(str).apply(lambda c: c.str.contains("†")).any().any():
         notes.append(NO_INTERVAL)
     notes += [f"Runs: {runs}"] if runs else []
     styled = table.style.format(_cell, na_rep="missing")
-    if isinstance(table.index, pd.RangeIndex):
+    if plain:
         styled = styled.hide(axis="index")
     return styled.set_caption(". ".join(notes)) if notes else styled
 
@@ -107,6 +119,10 @@ def show_table(table: pd.DataFrame, caption: str = ""):
 def _cell(value):
     """A table cell as a page shows it: a float to one decimal (also in a column that mixes
     the paper's numbers with a run's "value [interval]" strings), anything else as it is."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | np.integer):
+        return f"{value:,}"
     return f"{value:.1f}" if isinstance(value, float | np.floating) else value
 
 
@@ -249,8 +265,15 @@ def layer_transfer_figures(records) -> list:
             ylabel="accuracy (%)",
         )
         minutes = g.drop_duplicates(["task", "n_transfer"]).wall_time.sum() / 60
+        dev = g[g.split == "dev"].dropna(subset=["outcome"])
+        scored = {len(o["labels"]) for o in dev.outcome}
+        data = ", ".join(
+            f"{TASKS[t].title} trained on {int(d.examples.max()):,}"
+            for t, d in g.groupby("task", sort=False)
+            if d.examples.notna().any()
+        ) + (f", scored on {'/'.join(f'{n:,}' for n in sorted(scored))} dev" if scored else "")
         note = "" if drew else f"; {NO_BARS}"
-        _title(ax, f"Figure 2 (left): {run} · {minutes:.0f} min of fine-tuning{note}", 90)
+        _title(ax, f"Figure 2 (left): {run} · {minutes:.0f} min of fine-tuning · {data}{note}", 90)
         handles, labels = ax.get_legend_handles_labels()
         order = sorted(range(len(labels)), key=lambda i: ("(dev)" not in labels[i], i))
         ax.legend(

@@ -4,6 +4,7 @@ chapter checks every parameter it declares in its set-up cell."""
 
 import ast
 import json
+import shutil
 
 import pytest
 from bad_inputs import Case, Expensive, params, registry, run_case
@@ -187,26 +188,78 @@ def chapter_out_dir_is_a_file(c):
     _params(out_dir="README.md")  # from the repository's root, wherever the chapter runs
 
 
+def _setup(name: str, c, injected: dict | None = None, **given):
+    """``chapter.setup`` of ``name`` on its parameters' defaults and ``given``, papermill's
+    ``injected`` names in the kernel's input history as its injected cell has them."""
+    from gpt1lib.chapter import PARAMETERS, setup
+
+    ns = dict.fromkeys(PARAMETERS[name]) | {"seed": 0, "lm_coef": 0.5, "out_dir": str(c.tmp)}
+    ns |= given
+    ns = {k: v for k, v in ns.items() if k in PARAMETERS[name]} | (injected or {})
+    if injected:
+        ns["In"] = ["", "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in injected.items())]
+    return setup(name, ns)
+
+
+def _holding(c, *tasks) -> str:
+    """A data folder holding the fixtures of ``tasks`` only."""
+    from gpt1lib.tasks import FIXTURES
+
+    folder = c.tmp / "data"
+    for task in tasks:
+        shutil.copytree(FIXTURES / task, folder / task)
+    return str(folder)
+
+
+@chapter(ValueError, match="06_entailment has no parameter 'scal': it has scale, seed")
+def chapter_misspelt_parameter(c):
+    _setup("06_entailment", c, injected={"scal": "smoke"})  # papermill's -p scal smoke
+
+
+@chapter(match=r"^\['story_cloze'\] .*no RACE train file")
+def chapter_source_lacks_one_of_its_tasks(c):
+    ch = _setup("08_multiple_choice", c, source=_holding(c, "story_cloze"))
+    assert not (c.tmp / "smoke").exists()  # nothing pre-trained by the set-up
+    return f"{ch.tasks} {ch.skipped['race']}"
+
+
+@chapter(ValueError, match="holds none of this chapter's tasks .*RACE: .*Story Cloze: ")
+def chapter_source_holds_none_of_its_tasks(c):
+    _setup("08_multiple_choice", c, source=_holding(c, "glue"))
+
+
+@chapter(ValueError, match="05_classification has no parameter 'scal': it has scale, seed")
+def reproduce_misspelt_parameter(c):
+    from gpt1lib.harness.reproduce import main
+
+    main(["--scale", "smoke", "--only", "05_classification", "-p", "scal", "smoke"])
+
+
+@chapter(ValueError, match="05_classification has no parameter 'lm_coeff'")
+def sweep_misspelt_parameter(c):
+    from gpt1lib.harness.reproduce import main
+
+    main(["--scale", "smoke", "--only", "05_classification", "--sweep", "lm_coeff", "0"])
+
+
 @pytest.mark.parametrize("case", params(CLI + CHAPTER))
 def test_bad_parameter(case, c):
     run_case(case, c)
 
 
 @pytest.mark.parametrize("nb", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.stem)
-def test_each_chapter_checks_each_parameter_first(nb):
-    """The set-up cell passes every parameter but ``scale`` to check_parameters right after
-    the scale is resolved: only imports and resolving the scale come before it."""
-    cells = json.loads(nb.read_text())["cells"]
-    tagged = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
-    declared = {t.targets[0].id for t in ast.parse("".join(tagged["source"])).body} - {"scale"}
-    setup = next("".join(c["source"]) for c in cells if "check_parameters(" in "".join(c["source"]))
-    body = ast.parse(setup).body
-    at = next(i for i, n in enumerate(body) if "check_parameters(" in ast.unparse(n))
-    assert {k.arg for k in body[at].value.keywords} == declared
-    for node in body[:at]:
-        assert isinstance(node, (ast.Import, ast.ImportFrom)) or (
-            "resolve_scale(scale)" in ast.unparse(node)
-        ), ast.unparse(node)
+def test_each_chapter_sets_itself_up_in_one_call_first(nb):
+    """The parameters cell declares exactly the chapter's parameters (``chapter.PARAMETERS``),
+    and the next code cell calls ``setup`` on them before anything else runs."""
+    from gpt1lib.chapter import PARAMETERS
+
+    cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+    at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    declared = [t.targets[0].id for t in ast.parse("".join(cells[at]["source"])).body]
+    assert tuple(declared) == PARAMETERS[nb.stem]
+    body = ast.parse("".join(cells[at + 1]["source"])).body
+    first = next(n for n in body if not isinstance(n, (ast.Import, ast.ImportFrom)))
+    assert ast.unparse(first) == f"ch = setup('{nb.stem}', globals())"
 
 
 def test_a_chapter_refuses_a_bad_parameter_before_pre_training(tmp_path):

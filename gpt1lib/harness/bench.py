@@ -167,11 +167,15 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
     return rows
 
 
-def speed_run(S, device, *, compile: bool | None = None, log=print) -> list[dict]:
-    """The appendix's speed run, which the budgeted plan runs too: ``S.bench_preset``'s
-    training step (on CUDA the paper's preset, 64 x 512 tokens) against transformers, eager,
-    with the fine-tuning contenders, and on CUDA compiled as well (pre-training only: each new
-    fine-tuning shape would compile again); returns the records (``to_records``)."""
+def speed_run(
+    S, device, *, batch=None, seq=None, steps=None, compile: bool | None = None, log=print
+) -> list[dict]:
+    """The appendix's speed run, which the budgeted plan runs too: on a GPU the training step
+    of ``S.bench_preset`` (the paper's, 64 x 512 tokens), on a CPU the scale's own, against
+    transformers (``batch``, ``seq``, ``steps``: None, the scale's for the device), with the
+    fine-tuning contenders; compiled as well where ``compile`` (None: on CUDA), pre-training
+    only (each new fine-tuning shape would compile again). Returns the results
+    (``to_records`` makes their records)."""
     cuda = torch.device(device).type == "cuda"
     impl = ("gpt1lib", "gpt1lib:matrix", "transformers")
     try:
@@ -179,17 +183,18 @@ def speed_run(S, device, *, compile: bool | None = None, log=print) -> list[dict
     except ImportError:
         impl = impl[:2]
     cfg = BenchConfig(scale=S.bench_preset if cuda else S.name, implementations=impl,
-                      mode="both", memory=cuda, device=str(device))  # fmt: skip
+                      mode="both", memory=cuda, device=str(device), batch=batch, seq=seq,
+                      steps=steps)  # fmt: skip
     runs = [cfg]
     if cuda if compile is None else compile:
         runs.append(replace(cfg, compile=True, mode="pretrain", implementations=impl[1:]))
-    records = []
+    results = []
     for c in runs:
-        results = run_benchmark(c)
-        records += to_records(results)
-        for r in results:
+        got = run_benchmark(c)
+        for r in got:
             log(f"  bench {r['variant']:18s} compile={c.compile}: {r['tokens_per_s']:,.0f} tok/s")
-    return records
+        results += got
+    return results
 
 
 def run_repeats(cfg: BenchConfig, repeats: int, **overrides: Any) -> list[list[dict[str, Any]]]:
@@ -274,6 +279,39 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
         fields |= {"data": "synthetic random tokens", "wall_time": sum(r["step_times_s"])}
         recs += [make_record(m, v, **fields) for m, v in values.items() if v is not None]
     return recs
+
+
+def bench_records(records) -> pd.DataFrame:
+    """The bench records among ``records`` (``read_records``), one row per run, variant and
+    metric, each run named by what it timed: "preset · b<batch> × <seq> · <device> ·
+    compiled · commit <sha>"."""
+    kept = records[records.experiment == "bench"].copy() if "experiment" in records else records
+    if kept.empty:
+        return kept
+    for key in ("variant", "preset", "batch", "seq", "compile"):
+        kept[key] = [c.get(key, False) for c in kept.config]
+    kept["device"] = kept.device.str.split(" [(]").str[0]
+    kept["run"] = [
+        f"{r.preset} · b{r.batch} × {r.seq:g} · {r.device}{' · compiled' if r.compile else ''}"
+        f" · commit {str(r.commit)[:7]}"
+        for r in kept.itertuples()
+    ]
+    return kept
+
+
+def recorded_mfu(records, device: str = "H100") -> tuple[float, str] | None:
+    """The MFU the library's default training step (``HEADLINE``) reached at the paper's preset
+    on ``device`` in the newest recorded run that has it (compiled where it was), and which run
+    that was; None where none has."""
+    kept = bench_records(records)
+    if kept.empty:
+        return None
+    mine = kept[(kept.variant == HEADLINE) & (kept.preset == "paper") & (kept.metric == "mfu")]
+    mine = mine[mine.device.str.contains(device)]
+    if mine.empty:
+        return None
+    best = mine.sort_values(["date", "compile"]).iloc[-1]
+    return float(best.value), best.run
 
 
 #: The table's columns and how each is printed.

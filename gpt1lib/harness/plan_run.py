@@ -46,7 +46,7 @@ from ..runtime import pick_device
 from ..scales import SCALES
 from ..tasks import open_source
 from . import plan, throughput
-from .bench import speed_run
+from .bench import speed_run, to_records
 
 PRETRAIN_KEYS = ("total_steps", "warmup_steps", "ckpt_interval", "eval_interval")
 PRETRAIN_KEYS += ("n_log_checkpoints",)
@@ -128,8 +128,7 @@ def _zeroshot(run: Run, u: dict) -> list[dict]:
 
 
 def _bench(run: Run, u: dict) -> list[dict]:
-    records = speed_run(run.S, run.device, log=run.log)
-    return records
+    return to_records(speed_run(run.S, run.device, log=run.log))
 
 
 RUNNERS = {

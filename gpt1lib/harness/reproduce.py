@@ -36,6 +36,7 @@ from pathlib import Path
 
 import yaml
 
+from ..chapter import PARAMETERS
 from ..files import write_json
 from ..records import git_commit
 from ..scales import SCALES
@@ -76,6 +77,23 @@ def _new_lines(folder: Path, before: dict[Path, int]) -> list[str]:
     return lines
 
 
+#: What every run of the chapters passes to each chapter that declares it.
+ROUTINE = ("scale", "out_dir", "results_dir", "source", "corpus")
+
+
+def check_known(params: dict, names: list[str]) -> None:
+    """An error, before anything runs, for a parameter given with ``-p`` that none of the
+    chapters ``names`` declares (``chapter.PARAMETERS``; one chapter: that it lacks), naming
+    it and the chapter's parameters: papermill would pass it and the chapter run without it."""
+    for key in params:
+        if key in ROUTINE or any(key in PARAMETERS.get(n, ()) for n in names):
+            continue
+        if len(names) == 1:
+            has = ", ".join(PARAMETERS.get(names[0], ()))
+            raise ValueError(f"{names[0]} has no parameter {key!r}: it has {has}")
+        raise ValueError(f"no chapter has a parameter {key!r} (chapter.PARAMETERS lists each's)")
+
+
 def record(
     scale: str,
     params: dict,
@@ -98,6 +116,7 @@ def record(
         "results_dir": str(results.resolve()),
         **params,
     }
+    check_known(params, [nb.stem for nb in chapters(book) if not only or nb.stem in only])
     commit, failed = git_commit(), {}
     for nb in chapters(book):
         name, executed = nb.stem, runs / "notebooks" / nb.name
@@ -148,12 +167,10 @@ def sweep(
     import papermill as pm
 
     nb = ROOT / "book" / f"{chapter}.ipynb"
-    declared = pm.inspect_notebook(str(nb)) if nb.is_file() else {}
-    if name not in declared:
-        raise ValueError(
-            f"{chapter} has no parameter {name!r}"
-            + (f"; it has {sorted(declared)}" if declared else "; name a chapter of book/")
-        )
+    if not nb.is_file() or chapter not in PARAMETERS:
+        raise ValueError(f"{chapter!r}: name a chapter of book/ ({', '.join(PARAMETERS)})")
+    check_known({name: None, **params}, [chapter])
+    declared = PARAMETERS[chapter]
     given = {"scale": scale, "out_dir": str(out_dir.resolve()), **params}
     done = []
     for value in values:
