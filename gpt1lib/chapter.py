@@ -25,12 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-from . import paths
+from . import experiments, paths
 from .checkpoint import check_model_folder
 from .checks import check_source, count, number
 from .experiments import finetune_tasks
 from .finetune import FinetuneConfig
 from .loss import REGRESSIONS
+from .records import read_records
 from .runs import pretrained_model, start_message
 from .runtime import pick_device
 from .scales import SCALES, Scale, resolve_scale
@@ -226,15 +227,50 @@ class Chapter(SimpleNamespace):
         mine = {k: getattr(self, k) for k in ("lm_coef", "n_transfer") if hasattr(self, k)}
         return self.S.finetune_for("full", seed=self.seed, **mine, **overrides)
 
+    # Each chapter's experiment (``experiments``) on this chapter's tasks, data, limits and
+    # settings; each returns its results (by task; by task and blocks; by arm and task).
+
     def finetune(self, pretrained, tok, origin: str, **overrides):
-        """Chapters 05-08's experiment (``experiments.finetune_tasks``) on this chapter's tasks,
-        data, limits and settings; returns the results by task."""
+        """Chapters 05-08's, ``experiments.finetune_tasks``."""
         results, _ = finetune_tasks(
             self.S, pretrained, tok, self.tasks, self.source, self.finetune_config(**overrides),
             out_dir=self.out_dir, limit=self.limit, eval_limit=self.eval_limit,
             device=self.device, init=origin,
         )  # fmt: skip
         return results
+
+    def objective(self, pretrained, tok, origin: str):
+        """Chapter 04's, ``experiments.objective``: lambda = 0.5 and lambda = 0."""
+        return experiments.objective(
+            self.S, pretrained, tok, self.task, self.source, seed=self.seed, out_dir=self.out_dir,
+            limit=self.limit, device=self.device, init=origin,
+        )  # fmt: skip
+
+    def layer_transfer(self, pretrained, tok, origin: str):
+        """Chapter 10's, ``experiments.layer_transfer``: every count of blocks transferred."""
+        return experiments.layer_transfer(
+            self.S, pretrained, tok, self.tasks, self.source, seed=self.seed,
+            out_dir=self.out_dir, limit=self.limit, eval_limit=self.eval_limit,
+            device=self.device, progress=False, init=origin,
+        )  # fmt: skip
+
+    def zero_shot(self):
+        """Chapter 11's, ``experiments.zero_shot_curves``: both models' checkpoints scored."""
+        return experiments.zero_shot_curves(
+            self.S, self.source, self.out_dir, eval_limit=self.eval_limit, seed=self.seed,
+            device=self.device, progress=False,
+        )  # fmt: skip
+
+    def ablations(self, models: dict, tok):
+        """Chapter 12's, ``experiments.ablations``: Table 5's four rows."""
+        return experiments.ablations(
+            self.S, models, tok, self.tasks, self.source, seed=self.seed, out_dir=self.out_dir,
+            limit=self.limit, eval_limit=self.eval_limit, device=self.device, progress=False,
+        )  # fmt: skip
+
+    def recorded(self):
+        """The records of the recorded runs (the chapter's ``results_dir``, else the book's)."""
+        return read_records(getattr(self, "results_dir", None) or paths.results_dir())
 
     def run_dir(self, *parts: str) -> Path:
         """``out_dir/<scale>/<parts>``: where this chapter's runs write."""

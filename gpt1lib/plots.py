@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .evaluations import NO_INTERVAL, final_metrics, frame
+from .evaluations import NO_INTERVAL, final_metrics, frame, results_records
 from .findings import layer_transfer_points, zero_shot_points
 from .labels import run_label, short_names
 from .paper import (
@@ -87,6 +87,15 @@ def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if "run" in table.columns:
         table["run"] = table["run"].map(cut)
     return table, "; ".join(f"{short}: {full}" for full, short in names.items())
+
+
+def this_build(ch, part: str):
+    """A results chapter's "this build's run" section: the records this build's run of
+    ``ch`` (a ``chapter.Chapter``) wrote in ``run_dir(part)``, and whether they are at a
+    recorded scale (and so in the tables above too), after the line that says which."""
+    _, build, joined = results_records(ch.results_dir, ch.run_dir(part), ch.scale)
+    build_note(ch.scale, joined)
+    return build, joined
 
 
 def build_note(scale: str, joined: bool) -> None:
