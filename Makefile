@@ -22,7 +22,8 @@ book: install
 	jupyter-book build . -W --keep-going
 	$(PYTHON) tools/check_pages.py _build/html
 
-# Lint, then the unit tests and every chapter through nbmake, in one pytest run.
+# Lint (ruff and tools/architecture.py), then the unit tests and every chapter through nbmake,
+# in one pytest run.
 test: install lint
 	$(PYTHON) -m pytest --nbmake --nbmake-timeout=1200 tests book
 
@@ -43,9 +44,11 @@ record: $(if $(BUDGET),,install)
 		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) \
 		$(if $(BUDGET),--budget $(BUDGET),--book)
 
+# ruff, then the library's layers, sizes and the chapters' shared code (tools/architecture.py).
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	$(PYTHON) tools/architecture.py
 
 format:
 	$(PYTHON) -m ruff format .

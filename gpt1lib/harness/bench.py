@@ -341,7 +341,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """``python -m gpt1lib.bench``: time, print the table, append the records."""
+    """``python -m gpt1lib.harness.bench``: time, print the table, append the records."""
     p = argparse.ArgumentParser(
         prog="python -m gpt1lib.harness.bench",
         description=__doc__.split("\n")[0],
@@ -387,7 +387,5 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     return results
 
 
-if __name__ == "__main__":
-    import gpt1lib.bench  # the module by its name, so that a fresh process can import probe
-
-    gpt1lib.bench.main()
+if __name__ == "__main__":  # a fresh process imports ``contenders.probe`` by its module's name
+    main()

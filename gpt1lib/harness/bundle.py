@@ -12,7 +12,7 @@ writes
 * ``tasks/<task>/<split>.jsonl.xz``: each task's examples, one a line with its index in the
   original file. A split holds the union of the seeded draws (``tasks.subsample``) a run may ask
   for: the scale's limit and its halvings down to ``MIN_EXAMPLES`` (the plan picks among them,
-  ``gpt1lib.plan``), and the few examples the chapters show (``SHOWN``);
+  ``harness.plan``), and the few examples the chapters show (``SHOWN``);
 * ``manifest.json``: the scale, seed and commit it was built at, the source of every part, the
   counts, and each file's size and sha256.
 
@@ -289,7 +289,7 @@ def summary(man: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m gpt1lib.bundle``: build a bundle and print what it holds."""
+    """``python -m gpt1lib.harness.bundle``: build a bundle and print what it holds."""
     p = argparse.ArgumentParser(
         prog="python -m gpt1lib.harness.bundle",
         description=__doc__.split("\n")[0],

@@ -9,7 +9,7 @@ the chapters' experiments (``experiments``), their tasks and arms the ``Scale``'
 * ``zeroshot``: the §5 heuristics at each log-spaced checkpoint of both models;
 * ``transfer``: layer transfer (Figure 2 left) on the scale's tasks, ``n_transfer`` = -1..n_layer;
 * ``pretrain:lstm``: the LSTM baseline; ``ablations``: Table 5's four arms over its 8 tasks;
-* ``bench``: the speed run (``gpt1lib.bench``) at the paper preset, with and without compile.
+* ``bench``: the speed run (``harness.bench.speed_run``) at the paper preset, compiled and not.
 
 Each part gets predicted seconds from a ``Throughput``: a few timed steps of the model, the
 LSTM and fine-tuning on the run's device at the start (``measure``), or, where no such device is

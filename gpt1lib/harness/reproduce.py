@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
         type=float,
         metavar="MINUTES",
         help="run every chapter's training in one process, planned to fit these minutes of "
-        "the accelerator (gpt1lib.plan), instead of the notebooks",
+        "the accelerator (harness.plan), instead of the notebooks",
     )
     p.add_argument("--plan-only", action="store_true", help="with --budget: print the plan, stop")
     p.add_argument(
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
 
 
 def _budgeted(a, p: argparse.ArgumentParser) -> dict:
-    """``--budget``: the whole scale in one process (``gpt1lib.plan_run``)."""
+    """``--budget``: the whole scale in one process (``harness.plan_run``)."""
     if a.budget <= 0 or not a.source or not a.corpus:
         p.error("--budget MINUTES (> 0) needs --source and --corpus (a bundle, or the data)")
     if a.only or a.param or a.sweep:
