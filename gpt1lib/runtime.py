@@ -154,7 +154,9 @@ class RunLine:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            print(self.line(), file=self.file or sys.stdout, flush=True)
+            out = self.file or sys.stdout
+            out.write(self.line() + "\n")  # one write: a notebook shows one output, not two
+            out.flush()
 
 
 class _Silent(RunLine):
@@ -272,7 +274,8 @@ def gathered_warnings(category: type[Warning]):
         if not issubclass(w.category, category):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     for subject, messages in kept.items():
-        print(f"data checks, {subject}: " + "; ".join(messages), flush=True)
+        sys.stdout.write(f"data checks, {subject}: " + "; ".join(messages) + "\n")
+        sys.stdout.flush()
 
 
 @dataclass(frozen=True)
