@@ -91,6 +91,10 @@ def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
     for name in ("log_interval", "eval_interval", "eval_batches", "ckpt_interval"):
         count(c + name, getattr(cfg, name), hint="updates (batches) between two")
     count(c + "n_log_checkpoints", cfg.n_log_checkpoints, 0)
+    count(c + "log_from", cfg.log_from, hint="the update of the first log-spaced checkpoint")
+    if cfg.loss not in ("auto", "fused", "logits"):
+        raise ValueError(f"{c}loss={cfg.loss!r}: use 'auto' (the device's faster), 'fused' or "
+                         "'logits'")  # fmt: skip
     count(c + "seed", cfg.seed, None)
     count("stop_after", stop_after, none=True, hint="None: run to total_steps")
 

@@ -4,7 +4,9 @@ The same parameters, the same function, the same names (a FastGPT loads and save
 GPT does); only how a step is computed differs, and ``tests/test_speed_paths.py`` holds each path
 equal to the paper's model:
 
-* L1 from the hidden states by ``loss.fused_lm_loss`` (no full logits);
+* L1 from the hidden states by ``loss.fused_lm_loss`` (no full logits), or where
+  ``loss_path = "logits"`` from the full logits as ``model.GPT`` computes it: compiled on a GPU
+  the plain cross-entropy is the faster (``pretrain.loss_path`` picks per device);
 * on the CPU (eager), dropout masks drawn from 16-bit integers, in about half the time of
   torch's Bernoulli draws (rate round(65536 p) / 65536), and attention written out so that its
   dropout can use them (PyTorch's CPU flash kernel has no dropout);
@@ -112,6 +114,7 @@ class FastGPT(GPT):
         if pad_vocab_to < 1:
             raise ValueError(f"pad_vocab_to={pad_vocab_to}: use 1 (no padding) or e.g. 64")
         self.pad_vocab_to = pad_vocab_to
+        self.loss_path = "fused"  # or "logits": L1 from the full logits (not state: a setting)
         for m in self.modules():  # behaviour-only subclasses: no new state
             if type(m) is nn.Dropout:
                 m.__class__ = FastDropout
@@ -135,4 +138,6 @@ class FastGPT(GPT):
         return (h @ W_out.t())[..., : self.config.n_tokens]  # the padding is never a token
 
     def lm_loss(self, h, W_out, targets, loss_mask, reduction: Reduction) -> torch.Tensor:
+        if self.loss_path == "logits":
+            return super().lm_loss(h, W_out, targets, loss_mask, reduction)
         return fused_lm_loss(h, W_out, targets, loss_mask, reduction, self.config.n_tokens)

@@ -42,6 +42,9 @@ from .records import append_records, make_record, per_example_record, provenance
 from .runtime import (
     FLOAT32,
     Precision,
+    attention_backends,
+    attention_name,
+    pad_multiple,
     pick_device,
     pick_precision,
     progress_bar,
@@ -245,18 +248,22 @@ def predict(
     batch_size: int = 64,
     device: torch.device | None = None,
     precision: Precision = FLOAT32,
+    multiple: int | None = None,
 ) -> np.ndarray:
-    """Scores for ``items`` in their order (inference mode, length-grouped batches)."""
+    """Scores for ``items`` in their order (inference mode, length-grouped batches, lengths
+    rounded up to ``multiple``: None, ``runtime.pad_multiple``'s for the device)."""
     device = device or next(model.parameters()).device
+    multiple, cap = pad_multiple(device, multiple), model.transformer.config.n_ctx
     was = model.training
     model.eval()
     out: list = [None] * len(items)
-    for b in batches(items, batch_size, None):
-        batch = collate([items[i] for i in b]).to(device)
-        with precision.autocast(device.type):
-            scores = model(batch, lm=False)[0].float().cpu()
-        for i, v in zip(b, scores, strict=True):
-            out[i] = v.numpy()
+    with attention_backends(device):
+        for b in batches(items, batch_size, None):
+            batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
+            with precision.autocast(device.type):
+                scores = model(batch, lm=False)[0].float().cpu()
+            for i, v in zip(b, scores, strict=True):
+                out[i] = v.numpy()
     model.train(was)
     return np.stack(out)
 
@@ -316,12 +323,14 @@ def _epoch(net, model, opt, items, rng, cfg, epoch, total, device, amp, bar) -> 
     model.train()
     order = batches(items, cfg.batch_size, rng, drop_last=True)
     sums = torch.zeros(3, device=device)  # L3, L2, L1, summed over the epoch's updates
+    # lengths rounded up (a GPU: few shapes); padding after _classify_ changes nothing
+    shape = {"multiple": pad_multiple(device), "cap": model.transformer.config.n_ctx}
     for step, b in enumerate(order, start=(epoch - 1) * len(order)):  # updates taken before
-        batch = collate([items[j] for j in b]).to(device, non_blocking=True)
+        batch = collate([items[j] for j in b], **shape).to(device, non_blocking=True)
         lr = cfg.lr * warmup_linear(step / total, cfg.warmup)
 
         def losses(batch=batch):
-            with precision.autocast(device.type):
+            with precision.autocast(device.type), attention_backends(device):
                 scores, l1 = net(batch, lm=cfg.lm_coef > 0)
             parts = task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)
             sums.add_(torch.stack(parts).detach())
@@ -394,6 +403,7 @@ def finetune(
     rng = random.Random(cfg.seed)
     total = len(train_items) // cfg.batch_size * cfg.epochs  # full batches only
     config = {"model": asdict(model.transformer.config), "train_examples": len(train_items)}
+    config |= {"pad_multiple": pad_multiple(device), "attention": attention_name(device)}
     config |= {k: v for k, v in (("limits", limits), ("init", init)) if v is not None}
     base = {"experiment": cfg.experiment, "task": task.name, "scale": scale, "seed": cfg.seed}
     base |= {"config": asdict(cfg) | config, "data": data, **provenance(device)}
@@ -401,8 +411,9 @@ def finetune(
     prior = prior_loss([e.label for e in train], model.regression, task.n_answers)
     parts = [make_record("prior_task_loss", prior, **base, split="train_loss", step=0)]
     records, train_time = [], 0.0
-    desc = f"fine-tuning {task.name}"
-    bar = progress_bar(total=total, desc=desc, unit="update", enabled=progress)
+    bar = progress_bar(
+        total=total, desc=f"fine-tuning {task.name}", unit="update", enabled=progress
+    )
     for epoch in range(1, cfg.epochs + 1):
         t0 = time.perf_counter()
         args = (epoch, total, device, (precision, scaler), bar)

@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from .evaluations import NO_INTERVAL, final_metrics, frame, results_records
-from .findings import layer_transfer_points, zero_shot_points
+from .findings import heuristic_title, layer_transfer_points, zero_shot_points
 from .labels import run_label, short_names
 from .paper import (
     ABLATIONS,
@@ -33,7 +33,7 @@ from .paper import (
     ablation_runs,
 )
 from .tasks import TASKS
-from .zeroshot import ZERO_SHOT_TASKS
+from .zeroshot import HEURISTICS
 
 #: The y axis of Figure 2 (right), said in full.
 RELATIVE = "relative performance\n(0 = random guess, 1 = state of the art)"
@@ -310,13 +310,13 @@ def zero_shot_figures(records) -> list:
     figs = []
     styles = {"Transformer": ("-", "C0"), "LSTM": ("--", "C1")}
     for run, g in pts.groupby("run", sort=False):
-        tasks = [t for t in ZERO_SHOT_TASKS if t in set(g.task)]
+        tasks = [t for t in HEURISTICS if t in set(g.heuristic)]
         cols = min(2, len(tasks))
         rows = -(-len(tasks) // cols)
         fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.2 * rows + 1), squeeze=False)
         drew = constant = False
         for ax, task in zip(axes.flat, tasks, strict=False):
-            for model, d in g[g.task == task].groupby("model", sort=False):
+            for model, d in g[g.heuristic == task].groupby("model", sort=False):
                 d = d.sort_values("step")
                 ls, color = styles[model]
                 ax.plot(d.step, d.normalised, ls=ls, marker="o", ms=3, color=color, label=model)
@@ -328,7 +328,7 @@ def zero_shot_figures(records) -> list:
                 constant |= not one.empty
             ax.axhline(0, color="grey", lw=0.8)
             ax.axhline(1, color="grey", lw=0.8, ls=":")
-            ax.set(xscale="log", title=TASKS[task].title, xlabel="pre-training updates")
+            ax.set(xscale="log", title=heuristic_title(task), xlabel="pre-training updates")
             ax.set_ylabel("relative performance" if ax in axes[:, 0] else "")
         for ax in axes.flat[len(tasks) :]:
             ax.remove()

@@ -159,8 +159,22 @@ class Batch:
         )
 
 
-def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None) -> Batch:
-    """Pad ``items``' sequences on the right to the longest (or to ``pad_to``).
+def padded_length(longest: int, multiple: int = 1, cap: int | None = None) -> int:
+    """``longest`` rounded up to a multiple of ``multiple``, but not past ``cap`` (the context):
+    a GPU then meets few distinct batch shapes (``runtime.pad_multiple``)."""
+    rounded = -(-longest // multiple) * multiple
+    return max(longest, min(rounded, cap)) if cap else rounded
+
+
+def collate(
+    items: Sequence[Encoded],
+    pad_id: int = 0,
+    pad_to: int | None = None,
+    multiple: int = 1,
+    cap: int | None = None,
+) -> Batch:
+    """Pad ``items``' sequences on the right to ``pad_to``, else to the longest rounded up to
+    a ``multiple`` (at most ``cap``: ``padded_length``).
 
     Padding never reaches the extract position (it comes after ``_classify_``), and the causal
     mask keeps it from changing anything before it; ``mask`` keeps it out of the LM loss.
@@ -169,7 +183,7 @@ def collate(items: Sequence[Encoded], pad_id: int = 0, pad_to: int | None = None
     if any(len(e.seqs) != n_seq for e in items):
         raise ValueError("every example of a batch needs the same number of sequences (answers)")
     seqs = [q for e in items for q in e.seqs]
-    T = pad_to or max(len(q) for q in seqs)
+    T = pad_to or padded_length(max(len(q) for q in seqs), multiple, cap)
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
     for i, q in enumerate(seqs):
         ids[i, : len(q)] = torch.tensor(q)

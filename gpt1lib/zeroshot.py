@@ -7,6 +7,9 @@ The paper's four heuristics, as it states them:
   highest), which the paper does not say: our choice.
 * SST-2: append the token ``very`` to the sentence and compare the LM's probability of the next
   word being ``positive`` or ``negative`` (a word of several BPE tokens counts with all of them).
+  Beside it, NOT the paper's: ``sst2_calibrated`` thresholds log P(positive) - log P(negative)
+  where accuracy on training examples is best, as CoLA's threshold is chosen (a model whose
+  margin leans one way for every sentence gives the paper's heuristic one answer for all).
 * RACE: the answer with the highest average token log-probability given the document and the
   question (the document loses tokens from its start if the whole does not fit).
 * DPRD: replace the definite pronoun with each candidate; the one under which the LM gives the
@@ -34,14 +37,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.metrics import matthews_corrcoef
 from torch.nn.utils.rnn import pad_sequence
 
 from .checkpoint import load_run
 from .checks import check_tokenizer, warn_data
 from .records import make_record, per_example_record, provenance
-from .runtime import pick_device, progress_bar
+from .runtime import attention_backends, pad_multiple, pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task, load_examples
+from .transforms import padded_length
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from, whether
 #: it is confirmed as the single-model state of the art that Figure 2 normalises by).
@@ -78,12 +81,21 @@ ZERO_SHOT_TASKS = tuple(BASELINES)
 #: The split each heuristic scores: the task's evaluation split, but RACE's dev (its test split
 #: is Table 3's, which fine-tuning reports).
 ZERO_SHOT_SPLITS = {"cola": "dev", "sst2": "dev", "race": "dev", "dprd": "test"}
+#: Each heuristic scored, by the name its records give it (``config["heuristic"]``), and its
+#: task: the paper's four, and SST-2's calibrated threshold (not the paper's).
+HEURISTICS = {
+    "cola": "cola", "sst2": "sst2", "sst2_calibrated": "sst2", "race": "race", "dprd": "dprd",
+}  # fmt: skip
+#: Heuristics whose threshold is chosen on training examples (and the metric it maximises).
+THRESHOLDED = {"cola": "matthews", "sst2_calibrated": "accuracy"}
+#: Padded tokens a scoring batch holds on a GPU (its logits: 5.3 GB in float32 at 40,478 tokens).
+GPU_BATCH_TOKENS = 32_768
 
 
 @dataclass(frozen=True)
 class ZeroShotSet:
-    """What one heuristic is scored on: ``examples`` of ``split``, and for CoLA the ``train``
-    examples its threshold is chosen on."""
+    """What a task's heuristics are scored on: ``examples`` of ``split``, and for CoLA and
+    SST-2 the ``train`` examples a threshold is chosen on (``THRESHOLDED``)."""
 
     split: str
     examples: Sequence[Example]
@@ -97,7 +109,8 @@ def load_zero_shot(source, limit: int | None = None, seed: int = 0):
     for task, split in ZERO_SHOT_SPLITS.items():
         try:
             examples = load_examples(task, split, source, limit, seed)
-            train = load_examples(task, "train", source, limit, seed) if task == "cola" else None
+            thresholded = any(HEURISTICS[h] == task for h in THRESHOLDED)
+            train = load_examples(task, "train", source, limit, seed) if thresholded else None
         except (FileNotFoundError, RuntimeError) as e:  # e.g. no local copy of DPRD
             skipped[task] = str(e)
             continue
@@ -131,19 +144,36 @@ def continuation_logprobs(
             "with the tokenizer the model was trained with"
         )
     out: list[tuple[float, int]] = [(0.0, 0)] * len(seqs)
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    for b in range(0, len(order), batch_size):
-        idx = order[b : b + batch_size]
-        rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
-        x = pad_sequence(rows, batch_first=True).to(device)  # right-padded with 0
-        logp = model(x).logits.float().log_softmax(-1)
-        # logp[:, t] predicts token t + 1
-        tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
-        for r, i in enumerate(idx):
-            lo, hi = starts[i] - 1, len(seqs[i]) - 1
-            out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
+    multiple = pad_multiple(device)
+    with attention_backends(device):
+        for idx in _batches(seqs, batch_size, multiple, n_ctx):
+            rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
+            x = pad_sequence(rows, batch_first=True)  # right-padded with 0
+            T = padded_length(x.size(1), multiple, n_ctx)
+            x = torch.nn.functional.pad(x, (0, T - x.size(1))).to(device)
+            logp = model(x).logits.float().log_softmax(-1)
+            # logp[:, t] predicts token t + 1
+            tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
+            for r, i in enumerate(idx):
+                lo, hi = starts[i] - 1, len(seqs[i]) - 1
+                out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
     model.train(was)
     return out
+
+
+def _batches(seqs, batch_size: int, multiple: int, n_ctx: int) -> list[list[int]]:
+    """Indices of ``seqs`` by length in batches of ``batch_size``; where lengths are rounded
+    up to a ``multiple`` (a GPU), as many as fit ``GPU_BATCH_TOKENS`` padded tokens instead."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    if multiple == 1:
+        return [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
+    out: list[list[int]] = [[]]
+    for i in order:  # the longest so far is this one: the batch's width if it joins
+        width = padded_length(max(len(seqs[i]), 1), multiple, n_ctx)
+        if out[-1] and (len(out[-1]) + 1) * width > GPU_BATCH_TOKENS:
+            out.append([])
+        out[-1].append(i)
+    return [b for b in out if b]
 
 
 def _mean(pairs: list[tuple[float, int]]) -> np.ndarray:
@@ -156,22 +186,34 @@ def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
     return _mean(continuation_logprobs(model, [i[:1] for i in ids], [i[1:] for i in ids]))
 
 
-def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
-    """The threshold on ``scores`` with the highest Matthews correlation against ``labels``."""
+def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "matthews") -> float:
+    """The threshold on ``scores`` (predict 1 above it) with the highest Matthews correlation
+    (or ``metric="accuracy"``) against ``labels``; the lowest such threshold on a tie."""
     s = np.sort(np.unique(scores))
     candidates = np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
-    return float(
-        max(candidates, key=lambda th: matthews_corrcoef(labels, (scores > th).astype(int)))
-    )
+    pred, y = scores[None, :] > candidates[:, None], np.asarray(labels).astype(bool)[None, :]
+    tp, fp = (pred & y).sum(1), (pred & ~y).sum(1)
+    fn, tn = (~pred & y).sum(1), (~pred & ~y).sum(1)
+    if metric == "accuracy":
+        value = (tp + tn) / y.size
+    else:  # as sklearn's matthews_corrcoef: 0 where a row or column of the table is empty
+        den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn), dtype=float)
+        value = np.divide(tp * tn - fp * fn, den, out=np.zeros(len(den)), where=den > 0)
+    return float(candidates[int(np.argmax(value))])
 
 
-def sst2_predictions(model, tok, texts: Sequence[str]) -> np.ndarray:
-    """1 where the LM finds "positive" likelier than "negative" after ``text + " very"``."""
+def sst2_margins(model, tok, texts: Sequence[str]) -> np.ndarray:
+    """log P("positive") - log P("negative") as the next word after ``text + " very"``."""
     pos, neg = tok.encode("positive"), tok.encode("negative")
     prefixes = [tok.encode(t + " very") for t in texts]
-    lp_pos = continuation_logprobs(model, prefixes, [pos] * len(texts))
-    lp_neg = continuation_logprobs(model, prefixes, [neg] * len(texts))
-    return np.array([int(p[0] > n[0]) for p, n in zip(lp_pos, lp_neg, strict=True)])
+    lp = continuation_logprobs(model, prefixes * 2, [pos] * len(texts) + [neg] * len(texts))
+    return np.array([p[0] - n[0] for p, n in zip(lp[: len(texts)], lp[len(texts) :], strict=True)])
+
+
+def sst2_predictions(model, tok, texts: Sequence[str], threshold: float = 0.0) -> np.ndarray:
+    """1 where the LM finds "positive" likelier than "negative" after ``text + " very"`` (the
+    paper's), or where its margin is above ``threshold`` (``sst2_calibrated``'s)."""
+    return (sst2_margins(model, tok, texts) > threshold).astype(int)
 
 
 def race_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
@@ -218,8 +260,8 @@ def dprd_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
 def zero_shot_score(
     model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
 ) -> float:
-    """The task's metric (percent) of the zero-shot heuristic on ``examples``."""
-    spec = get_task(task)
+    """The task's metric (percent) of heuristic ``task`` (``HEURISTICS``) on ``examples``."""
+    spec = get_task(HEURISTICS.get(task, task))
     preds = zero_shot_predictions(model, tok, task, examples, train)
     labels = np.array([e.label for e in examples])
     return compute_metrics(spec, preds, labels)[spec.metrics[0]]
@@ -228,43 +270,59 @@ def zero_shot_score(
 def zero_shot_predictions(
     model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
 ) -> np.ndarray:
-    """The zero-shot heuristic's prediction for each of ``examples`` (a class or answer
-    index; -1 where RACE has no answer to score)."""
-    spec = get_task(task)
-    task = spec.name
-    _check(model, tok, spec, examples, train)
+    """Heuristic ``task``'s prediction for each of ``examples`` (a class or answer index; -1
+    where RACE has no answer to score): a task of ``ZERO_SHOT_TASKS`` or ``sst2_calibrated``."""
+    name = task if task in THRESHOLDED else get_task(task).name
+    _check(model, tok, name, examples, train)
+    train = train if name in THRESHOLDED else None
+    return _predictions(model, tok, name, examples, train)["race" if "race" in name else name]
+
+
+def task_predictions(
+    model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
+) -> dict[str, np.ndarray]:
+    """Every heuristic of ``task`` on ``examples``, by name: SST-2's paper heuristic and, with
+    ``train``, its calibrated threshold, from one scoring of the sentences."""
+    _check(model, tok, get_task(task).name, examples, train)
+    return _predictions(model, tok, task, examples, train)
+
+
+def _predictions(model, tok, task, examples, train) -> dict[str, np.ndarray]:
+    task = get_task(HEURISTICS.get(task, task)).name
     texts = [e.texts[0] for e in examples]
+    labels = np.array([e.label for e in train or []])
     if task == "cola":
-        train_scores = cola_scores(model, tok, [e.texts[0] for e in train])
-        th = best_threshold(train_scores, np.array([e.label for e in train]))
-        preds = (cola_scores(model, tok, texts) > th).astype(int)
-    elif task == "sst2":
-        preds = sst2_predictions(model, tok, texts)
-    elif task in ("race", "race_m", "race_h"):
-        preds = race_predictions(model, tok, examples)
-    elif task == "dprd":
-        preds = dprd_predictions(model, tok, examples)
-    else:
-        raise ValueError(f"no zero-shot heuristic for {task!r}; the paper's are {ZERO_SHOT_TASKS}")
-    return preds
+        th = best_threshold(cola_scores(model, tok, [e.texts[0] for e in train]), labels)
+        return {"cola": (cola_scores(model, tok, texts) > th).astype(int)}
+    if task == "sst2":
+        margins = sst2_margins(model, tok, texts)
+        out = {"sst2": (margins > 0).astype(int)}
+        if train:
+            th = best_threshold(sst2_margins(model, tok, [e.texts[0] for e in train]), labels,
+                                THRESHOLDED["sst2_calibrated"])  # fmt: skip
+            out["sst2_calibrated"] = (margins > th).astype(int)
+        return out
+    if task in ("race", "race_m", "race_h"):
+        return {"race": race_predictions(model, tok, examples)}
+    return {"dprd": dprd_predictions(model, tok, examples)}
 
 
-def _check(model, tok, spec, examples, train) -> None:
+def _check(model, tok, name: str, examples, train) -> None:
     """``zero_shot_score``'s arguments, before any scoring."""
-    if spec.name not in ZERO_SHOT_TASKS + ("race_m", "race_h"):
-        raise ValueError(
-            f"no zero-shot heuristic for {spec.name!r}; the paper's: {ZERO_SHOT_TASKS}"
-        )
+    if name not in (*HEURISTICS, "race_m", "race_h"):
+        raise ValueError(f"no zero-shot heuristic for {name!r}; the paper's: {ZERO_SHOT_TASKS}")
+    spec = get_task(HEURISTICS.get(name, name))
     check_tokenizer(tok, model, "score with the tokenizer the model was trained with")
-    if spec.name == "cola" and not train:
-        raise ValueError("CoLA's threshold is chosen on training examples: pass train=")
-    for name, exs in (("examples", examples), ("train", train or [])):
-        if name == "examples" and not exs:
+    if name in THRESHOLDED and not train:
+        title = spec.title + ("" if name == spec.name else " calibrated")
+        raise ValueError(f"{title}'s threshold is chosen on training examples: pass train=")
+    for what, exs in (("examples", examples), ("train", train or [])):
+        if what == "examples" and not exs:
             raise ValueError(f"no examples to score {spec.name} on: pass load_examples(...)")
         bad = [e.uid for e in exs if e.label is None or len(e.answers) != (spec.n_answers or 0)]
         if bad:
             raise ValueError(
-                f"{name}: {len(bad)} {spec.name} examples are unlabelled or not {spec.title}'s "
+                f"{what}: {len(bad)} {spec.name} examples are unlabelled or not {spec.title}'s "
                 f"(e.g. {bad[0]!r}): pass labelled examples of that task, e.g. "
                 f"load_examples({spec.name!r}, {spec.eval_split!r}, source)"
             )
@@ -272,8 +330,9 @@ def _check(model, tok, spec, examples, train) -> None:
 
 
 def normalise(task: str, value: float) -> float:
-    """``value`` rescaled so that random guessing is 0 and the state of the art is 1."""
-    lo, hi, _, _ = BASELINES["race" if task.startswith("race") else task]
+    """``value`` rescaled so that random guessing is 0 and the state of the art is 1 (task: a
+    task or a heuristic of ``HEURISTICS``)."""
+    lo, hi, _, _ = BASELINES["race" if task.startswith("race") else HEURISTICS.get(task, task)]
     return (value - lo) / (hi - lo)
 
 
@@ -291,9 +350,10 @@ def evaluate_checkpoints(
 
     ``data`` maps a task to its ``ZeroShotSet`` (``load_zero_shot``). Each record's ``split``
     is the one scored, its ``step`` the checkpoint's update count, and its ``config`` holds the
-    model class and the normalised score; beside each score, a ``per_example`` record keeps
-    the predictions and labels (``records.per_example_record``) for its interval. ``seed``: the
-    one the examples were subsampled with, recorded.
+    model class, the heuristic (``HEURISTICS``: SST-2 has two) and the normalised score;
+    beside each score, a ``per_example`` record keeps the predictions and labels
+    (``records.per_example_record``) for its interval. ``seed``: the one the examples were
+    subsampled with, recorded.
     """
     dev = pick_device(device)
     out, folders = [], list(map(Path, folders))
@@ -306,22 +366,18 @@ def evaluate_checkpoints(
         for task, zs in data.items():
             spec, examples = get_task(task), zs.examples
             t0 = time.perf_counter()
-            preds = zero_shot_predictions(model, tok, task, examples, zs.train)
+            by_heuristic = task_predictions(model, tok, task, examples, zs.train)
+            wall = time.perf_counter() - t0
             labels = np.array([e.label for e in examples])
-            value = compute_metrics(spec, preds, labels)[spec.metrics[0]]
-            config = {"arch": type(model).__name__, "normalised": normalise(task, value)}
-            config["examples_split"] = zs.split  # records before it named the eval split
-            fields = {
-                "experiment": experiment,
-                "task": task,
-                "split": zs.split,
-                "step": int(folder.name.split("_")[-1]),
-                "scale": scale,
-                "seed": seed,
-                "config": config | {"checkpoint": folder.name, "examples": len(examples)},
-                "wall_time": time.perf_counter() - t0,
-                **provenance(dev),
-            }
-            out.append(make_record(spec.metrics[0], value, **fields))
-            out.append(per_example_record(preds, labels, [e.uid for e in examples], **fields))
+            for heuristic, preds in by_heuristic.items():
+                value = compute_metrics(spec, preds, labels)[spec.metrics[0]]
+                config = {"arch": type(model).__name__, "normalised": normalise(heuristic, value)}
+                config |= {"heuristic": heuristic, "checkpoint": folder.name}
+                config |= {"examples": len(examples), "examples_split": zs.split}
+                fields = {"experiment": experiment, "task": task, "split": zs.split}
+                fields |= {"step": int(folder.name.split("_")[-1]), "scale": scale, "seed": seed}
+                fields |= {"config": config, "wall_time": wall, **provenance(dev)}
+                out.append(make_record(spec.metrics[0], value, **fields))
+                uids = [e.uid for e in examples]
+                out.append(per_example_record(preds, labels, uids, **fields))
     return out

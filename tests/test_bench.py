@@ -26,9 +26,10 @@ def test_benchmark_times_both_implementations_and_both_paddings(results):
         "gpt1lib",
         "transformers",
         "finetune:dynamic",
+        "finetune:buckets",
         "finetune:context",
     ]
-    pre, hf, dyn, ctx = results
+    pre, hf, dyn, buckets, ctx = results
     for r in results:
         assert r["step_time_s"] > 0 and r["cpu_time_s"] > 0 and len(r["step_times_s"]) == 2
         assert r["preset"] == "tiny" and r["batch"] == 2 and r["dtype"] == "float32"
@@ -40,6 +41,10 @@ def test_benchmark_times_both_implementations_and_both_paddings(results):
     assert hf["vs_reference"] == 1.0 and pre["reference"] == "transformers"
     assert pre["vs_reference"] == pytest.approx(hf["step_time_s"] / pre["step_time_s"])
     assert ctx["seq"] == 64 and dyn["seq"] < 64  # padded to the context vs to the longest
+    assert buckets["seq"] == 64  # every length rounded up to 64, tiny's context
+    # on the CPU: pre-training's fused loss, attention as PyTorch picks
+    assert pre["config"]["loss"] == "fused_lm_loss(hidden)"
+    assert buckets["config"]["attention"] == "sdpa: default (CPU)"
     assert dyn["examples_per_s"] > 0 and dyn["reference"] == "padding to the context"
     assert pre["config"]["embd_dropout"] == hf["config"]["embd_dropout"] == "sum"
 
@@ -105,7 +110,7 @@ def test_every_contender_steps_through_the_shared_train_step(monkeypatch):
     results = run_benchmark(TINY, mode="both", implementations=IMPLEMENTATIONS, device="cpu")
     assert [r["variant"] for r in results][: len(IMPLEMENTATIONS)] == list(IMPLEMENTATIONS)
     steps = TINY.warmup + TINY.steps  # memory is off: warm-up and timed steps only
-    assert len(calls) == steps * (len(IMPLEMENTATIONS) + 2)
+    assert len(calls) == steps * (len(IMPLEMENTATIONS) + 3)  # and 3 fine-tuning loops
     assert set(calls) == {"FastGPT", "GPT", "OpenAIGPTLMHeadModel", "TaskModel"}
     configs = {r["variant"]: r["config"] for r in results}
     assert configs["gpt1lib:plain"]["model"] == "GPT" and configs["gpt1lib"]["model"] == "FastGPT"

@@ -52,6 +52,23 @@ def test_extract_vector_ignores_right_padding():
     assert torch.allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.parametrize("task", ["sst2", "stsb", "race"])
+def test_lengths_rounded_up_to_a_multiple_predict_the_same(task):
+    """A GPU's batches are padded to a multiple of 64 (few shapes): the same predictions."""
+    from gpt1lib.finetune import predict
+    from gpt1lib.transforms import padded_length
+
+    assert [padded_length(n, 16, 64) for n in (1, 16, 17, 50, 63)] == [16, 16, 32, 64, 64]
+    assert padded_length(70, 64, 64) == 70  # never shorter than the longest (refused later)
+    spec = get_task(task)
+    exs = load_examples(task, spec.eval_split)[:6]
+    m = _model(task)
+    items = [encode_example(e, spec.family, Tok(), 64) for e in exs]
+    exact, rounded = (predict(m, items, 4, multiple=k) for k in (1, 16))
+    assert np.allclose(exact, rounded, atol=1e-5)
+    assert collate(items[:2], multiple=16, cap=64).ids.size(1) % 16 == 0
+
+
 def test_similarity_adds_the_two_orders_extract_vectors():
     m = _model("mrpc")
     batch = _batch("mrpc", [Example(("one two", "three four five"), label=1)])

@@ -109,6 +109,37 @@ def test_model_loss_path_equals_plain_path(pad):
         assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-4), name
 
 
+@pytest.mark.parametrize("pad", [1, 64])
+def test_the_logits_loss_path_equals_the_fused_one(pad):
+    """``loss_path = "logits"`` (pre-training's where compiled on CUDA) is the same L1."""
+    torch.manual_seed(0)
+    fused = FastGPT(preset("tiny", **NO_DROPOUT), pad_vocab_to=pad).train()
+    logits = FastGPT(preset("tiny", **NO_DROPOUT), pad_vocab_to=pad).train()
+    logits.load_state_dict(fused.state_dict())
+    logits.loss_path = "logits"
+    x = torch.randint(0, 1000, (3, 20))
+    a, b = (m(x[:, :-1], targets=x[:, 1:]).loss for m in (fused, logits))
+    assert torch.allclose(a, b, atol=1e-5)
+    a.backward()
+    b.backward()
+    for (name, p), q in zip(fused.named_parameters(), logits.parameters(), strict=True):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-4), name
+
+
+def test_pretraining_picks_its_loss_path_by_device_and_says_so(tmp_path):
+    from gpt1lib.pretrain import PretrainConfig, loss_path
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert loss_path(PretrainConfig(compile=True), cuda) == "logits"
+    assert loss_path(PretrainConfig(compile=False), cuda) == "fused"  # eager: the fused loss
+    assert loss_path(PretrainConfig(compile=True), cpu) == "fused"
+    assert loss_path(PretrainConfig(compile=True, loss="fused"), cuda) == "fused"  # for memory
+    with pytest.raises(ValueError, match="loss='plain'"):
+        from gpt1lib.checks import check_pretrain_config
+
+        check_pretrain_config(PretrainConfig(loss="plain"))
+
+
 def test_padded_vocabulary_keeps_shapes_counts_and_logits():
     torch.manual_seed(0)
     plain = GPT(preset("tiny")).eval()

@@ -131,6 +131,66 @@ def test_each_record_names_the_split_it_scored(tmp_path):
                       ("dprd", "test", "test")}  # fmt: skip
 
 
+def test_thresholds_are_the_best_on_training_examples():
+    """The vectorised search finds what sklearn's metric, tried at every candidate, finds."""
+    from sklearn.metrics import accuracy_score, matthews_corrcoef
+
+    rng = np.random.default_rng(0)
+    scores, labels = rng.normal(size=300), rng.integers(0, 2, 300)
+    scores[:20] = scores[20:40]  # ties
+    for metric, score in (("matthews", matthews_corrcoef), ("accuracy", accuracy_score)):
+        th = best_threshold(scores, labels, metric)
+        s = np.sort(np.unique(scores))
+        best = max(
+            score(labels, (scores > t).astype(int))
+            for t in np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
+        )
+        assert score(labels, (scores > th).astype(int)) == pytest.approx(best)  # fmt: skip
+
+
+def test_sst2_has_the_papers_heuristic_and_a_calibrated_one_beside(tmp_path):
+    """The calibrated threshold is chosen on training examples and recorded as not the paper's;
+    where every margin leans one way, the paper's gives one answer and the calibrated may not."""
+    from gpt1lib.checkpoint import save_model
+    from gpt1lib.corpus import load_documents
+    from gpt1lib.tokenizer import GPT1Tokenizer
+    from gpt1lib.zeroshot import evaluate_checkpoints, load_zero_shot, sst2_margins
+
+    tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=100)
+    torch.manual_seed(0)
+    folder = tmp_path / "step_00000001"
+    model = GPT(preset("tiny", vocab_size=tok.vocab_size))
+    tok.save(save_model(model, folder))
+    data, _ = load_zero_shot("fixture", limit=8)
+    assert data["sst2"].train and data["cola"].train and data["race"].train is None
+    recs = [r for r in evaluate_checkpoints([folder], data, progress=False)
+            if r["task"] == "sst2" and r["metric"] == "accuracy"]  # fmt: skip
+    assert [r["config"]["heuristic"] for r in recs] == ["sst2", "sst2_calibrated"]
+    texts = [e.texts[0] for e in data["sst2"].examples]
+    margins = sst2_margins(model, tok, texts)
+    labels = np.array([e.label for e in data["sst2"].examples])
+    assert recs[0]["value"] == pytest.approx(100 * ((margins > 0) == labels).mean())
+    with pytest.raises(ValueError, match="SST-2 calibrated's threshold"):
+        zero_shot_score(model, tok, "sst2_calibrated", data["sst2"].examples)
+    calibrated = zero_shot_score(model, tok, "sst2_calibrated", data["sst2"].examples,
+                                 data["sst2"].train)  # fmt: skip
+    assert calibrated == pytest.approx(recs[1]["value"])
+
+
+def test_gpu_scoring_batches_hold_a_token_budget():
+    from gpt1lib.zeroshot import GPU_BATCH_TOKENS, _batches
+
+    seqs = [[1] * n for n in (5, 70, 300, 64, 512, 3) * 200]
+    got = _batches(seqs, 64, 64, 512)
+    assert sorted(i for b in got for i in b) == list(range(len(seqs)))
+    for b in got:
+        width = -(-max(len(seqs[i]) for i in b) // 64) * 64
+        assert len(b) * width <= GPU_BATCH_TOKENS
+    assert len({len(b) for b in got}) > 1  # short sequences, many to a batch
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    assert _batches(seqs, 64, 1, 512) == [order[k : k + 64] for k in range(0, len(seqs), 64)]
+
+
 def test_a_constant_answer_is_no_point_of_the_curve():
     """A heuristic that gives every example one answer scores that answer's share of the
     labels: normalised by 50% as chance, two such models would be ranked by the label balance

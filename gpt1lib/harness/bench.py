@@ -187,12 +187,17 @@ def speed_run(
                       steps=steps)  # fmt: skip
     runs = [cfg]
     if cuda if compile is None else compile:
-        runs.append(replace(cfg, compile=True, mode="pretrain", implementations=impl[1:]))
+        # the default step (the library's dropout, the device's loss) beside the same with the
+        # chunked loss, model.GPT with every speed path off, and transformers
+        both = ("gpt1lib:matrix", "gpt1lib:matrix:fused", "gpt1lib:plain", *impl[2:])
+        runs.append(replace(cfg, compile=True, mode="pretrain", implementations=both))
     results = []
     for c in runs:
         got = run_benchmark(c)
         for r in got:
-            log(f"  bench {r['variant']:18s} compile={c.compile}: {r['tokens_per_s']:,.0f} tok/s")
+            path = r["config"].get("loss") or r["config"].get("attention")
+            log(f"  bench {r['variant']:20s} compile={c.compile}: {r['tokens_per_s']:,.0f} "
+                f"tok/s ({path})")  # fmt: skip
         results += got
     return results
 

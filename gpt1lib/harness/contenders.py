@@ -3,11 +3,15 @@
 Each contender is one training step, ``optim.train_step`` on a model and its loss: GPT-1 as
 ``FastGPT`` (and each of ``VARIANTS``, one thing changed) or transformers'
 ``OpenAIGPTLMHeadModel`` of the same configuration for pre-training; a classification model
-with the auxiliary LM loss on SST-2-like lengths, batched two ways, for fine-tuning.
+with the auxiliary LM loss on SST-2-like lengths, batched three ways, for fine-tuning. FastGPT
+computes L1 as pre-training does on the device (``pretrain.loss_path``: the full logits where
+compiled on CUDA, the fused loss elsewhere) unless a variant names the loss; fine-tuning runs
+on the loops' attention kernels (``runtime.attention_backends``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -22,8 +26,10 @@ import torch
 from ..fast import FastGPT
 from ..finetune import TaskModel, batches
 from ..loss import task_loss
-from ..model import GPT, GPTConfig, lm_loss, preset
+from ..model import GPT, GPTConfig, preset
 from ..optim import make_optimizer, train_step
+from ..pretrain import PretrainConfig, loss_path
+from ..runtime import GPU_PAD_MULTIPLE, attention_backends, attention_name
 from ..tasks import get_task
 from ..transforms import Encoded, collate
 from ..weights import config_to_hf
@@ -32,12 +38,14 @@ from .memory import peak_growth
 LR = 2.5e-4  # pre-training's peak rate; a step takes as long at any rate
 LM_COEF = 0.5  # lambda of the fine-tuning loss L3
 
-#: How each loss is computed from (net, inputs, targets), by the name the records give it.
+#: How each loss is computed from (net, inputs, targets), by the name the records give it:
+#: FastGPT's two paths (``FastGPT.loss_path`` "fused" and "logits") are its own forward's.
 LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "fused_lm_loss(hidden)": lambda net, x, y: net(x, targets=y).loss,
-    "lm_loss(logits)": lambda net, x, y: lm_loss(net(x).logits, y),
+    "lm_loss(logits)": lambda net, x, y: net(x, targets=y).loss,
     "OpenAIGPTLMHeadModel(labels=input_ids)": lambda net, x, y: net(x, labels=x).loss,
 }
+PATHS = {"fused_lm_loss(hidden)": "fused", "lm_loss(logits)": "logits"}  # FastGPT.loss_path
 
 #: What each variant changes from "gpt1lib": ``FastGPT`` (the loss from the hidden states, the
 #: CPU's int16 dropout masks and written-out attention), embedding dropout on the sum, the
@@ -46,6 +54,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpt1lib": {},
     "gpt1lib:matrix": {"embd_dropout": "matrix"},  # the released code's embedding dropout
     "gpt1lib:logits": {"loss": "lm_loss(logits)"},  # FastGPT's full logits, then lm_loss
+    "gpt1lib:fused": {"loss": "fused_lm_loss(hidden)"},  # FastGPT's chunked loss
+    # the library's default embedding dropout with the chunked loss forced (compiled on CUDA,
+    # beside "gpt1lib:matrix": what the device's choice of loss is worth)
+    "gpt1lib:matrix:fused": {"embd_dropout": "matrix", "loss": "fused_lm_loss(hidden)"},
     "gpt1lib:pad1": {"pad_vocab_to": 1},
     "gpt1lib:pad64": {"pad_vocab_to": 64},
     # model.GPT, every speed path off: full logits and lm_loss, torch's dropout, SDPA
@@ -118,8 +130,11 @@ def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Conte
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
 
+    # fine-tuning on the loops' attention kernels (a pre-training batch has one shape)
+    kernels = attention_backends if mode == "finetune" else lambda _: contextlib.nullcontext()
+
     def losses():  # the step's one loss; its backward runs outside autocast
-        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16), kernels(device):
             loss = loss_fn(net)
         yield loss
 
@@ -145,11 +160,15 @@ def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Con
         info = {"model": "OpenAIGPTLMHeadModel", "loss": "OpenAIGPTLMHeadModel(labels=input_ids)"}
         info["embd_dropout"] = "sum"
     else:
-        info = {"model": "FastGPT", "loss": "fused_lm_loss(hidden)", "embd_dropout": "sum"}
+        path = loss_path(PretrainConfig(compile=cfg.compile), device)  # pre-training's
+        loss = {v: k for k, v in PATHS.items()}[path]
+        info = {"model": "FastGPT", "loss": loss, "embd_dropout": "sum"}
         info |= {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
         model_cfg = replace(model_cfg, embd_dropout=info["embd_dropout"])
         fast = info["model"] == "FastGPT"
         model = FastGPT(model_cfg, info["pad_vocab_to"]) if fast else GPT(model_cfg)
+        if fast:
+            model.loss_path = PATHS[info["loss"]]
     loss_fn = functools.partial(LOSSES[info["loss"]], x=x[:, :-1], y=x[:, 1:])
     fields = {"tokens": cfg.batch * cfg.seq, "seq": cfg.seq}
     return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
@@ -169,8 +188,9 @@ def _task_loss(net, feed, regression: bool) -> torch.Tensor:
 
 
 def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contender]:
-    """Two fine-tuning loops over the same ``batch * steps`` synthetic SST-2-like examples:
-    dynamic padding of length-grouped batches, and every batch padded to the context. Warm-up
+    """Three fine-tuning loops over the same ``batch * steps`` synthetic SST-2-like examples:
+    length-grouped batches padded to their longest, the same rounded up to a multiple of 64
+    (the loops' default on CUDA: few shapes), and every batch padded to the context. Warm-up
     steps take the first batches; the timed steps then see every batch once."""
     model_cfg = _gpt_config(cfg)
     n_ctx, V, rng = model_cfg.n_ctx, model_cfg.vocab_size, random.Random(cfg.seed)
@@ -179,16 +199,20 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
         for k in sst2_like_lengths(cfg.batch * cfg.steps, n_ctx, cfg.seed)
     ]
     out = []
-    for name, pad_to, how in (
-        ("finetune:dynamic", None, "length-grouped, padded to the longest"),
-        ("finetune:context", n_ctx, f"every batch padded to the context ({n_ctx})"),
+    m = GPU_PAD_MULTIPLE
+    for name, pad_to, multiple, how in (
+        ("finetune:dynamic", None, 1, "length-grouped, padded to the longest"),
+        ("finetune:buckets", None, m, f"length-grouped, padded to a multiple of {m}"),
+        ("finetune:context", n_ctx, 1, f"every batch padded to the context ({n_ctx})"),
     ):
         torch.manual_seed(cfg.seed)
         gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
         model = TaskModel(gpt, get_task("sst2"), cfg.dropout)
         order = batches(items, cfg.batch, random.Random(cfg.seed), length_grouped=not pad_to)
-        prepared = [collate([items[i] for i in b], pad_to=pad_to) for b in order]
+        prepared = [collate([items[i] for i in b], pad_to=pad_to, multiple=multiple, cap=n_ctx)
+                    for b in order]  # fmt: skip
         info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
+        info["attention"] = attention_name(device)
         info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}
         info["pad_vocab_to"] = gpt.pad_vocab_to
         feed = itertools.cycle([b.to(device) for b in prepared])
