@@ -252,14 +252,8 @@ def run_task(
     for other in map(get_task, also):
         examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
         items = encode_all(examples, other, tok, n_ctx)
-        metrics, preds, labels = evaluate(
-            result.model,
-            other,
-            items,
-            cfg.eval_batch_size,
-            precision=precision,
-            return_predictions=True,
-        )
+        metrics, preds, labels = evaluate(result.model, other, items, cfg.eval_batch_size,
+                                          precision=precision, return_predictions=True)  # fmt: skip
         base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
         recs = [make_record(m, v, **base) for m, v in metrics.items()]
         recs.append(per_example_record(preds, labels, [e.uid for e in examples], **base))
@@ -360,9 +354,14 @@ def layer_transfer(
     **kw,
 ) -> dict[tuple[str, int], FinetuneResult]:
     """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
-    ``points`` (None: -1, the embeddings alone, and every block count), scored on dev and on
+    ``points`` (None: -1, the embeddings alone, and every block count), on ``limit`` examples
+    (None: ``S.transfer_limits``, else the scale's), scored on dev and on
     ``S.transfer_train_examples`` of its training examples, into
     ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
+    tasks = list(tasks)
+    own = {t: S.transfer_limits.get(t, (None, None)) for t in tasks}
+    limit = {t: v[0] for t, v in own.items()} if limit is None else limit
+    eval_limit = {t: v[1] for t, v in own.items()} if eval_limit is None else eval_limit
     n_layer = len(pretrained.h)
     points = list(range(-1, n_layer + 1)) if points is None else list(points)
     base = replace(S.finetune, seed=seed, experiment="layer_transfer")

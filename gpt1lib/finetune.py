@@ -392,15 +392,13 @@ def finetune(
     t_start = time.perf_counter()
     model = build_task_model(
         pretrained, task, cfg.n_transfer, cfg.clf_pdrop, cfg.seed, cfg.max_len, cfg.regression
-    )
-    model.to(device)
+    ).to(device)
     train_items, eval_items, uids = _encoded(model, task, tok, train, evals, cfg)
     check_batches(len(train_items), cfg)
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
-    precision = pick_precision(device, cfg.bf16)
+    precision, rng = pick_precision(device, cfg.bf16), random.Random(cfg.seed)
     scaler = precision.scaler(device)
-    rng = random.Random(cfg.seed)
     total = len(train_items) // cfg.batch_size * cfg.epochs  # full batches only
     config = {"model": asdict(model.transformer.config), "train_examples": len(train_items)}
     config |= {"pad_multiple": pad_multiple(device), "attention": attention_name(device)}

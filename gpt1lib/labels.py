@@ -65,6 +65,8 @@ def _differences(rec: dict, config: dict) -> list[str]:
     kind = kind.partition(" ")[0]
     default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
     varied = _VARIED.get(kind, ())
+    if "plan_part" in config:  # a budgeted plan's protocol, chosen on held-out train: the run's
+        varied += ("lr", "warmup", "epochs")
     out = []
     for name, fmt in _SETTINGS.items():
         if name in config and name not in varied and config[name] != getattr(default, name):

@@ -195,12 +195,19 @@ def summary_table(records) -> pd.DataFrame:
 
 
 def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
-    """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``."""
-    got = final_metrics(records, tuple(ABLATIONS.values()))
+    """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``.
+    A run with no full row of its own (a budgeted plan's: the full arm IS chapters 05-07's
+    fine-tuning, run once) takes that row from its fine-tuning."""
+    got = final_metrics(records, (*ABLATIONS.values(), "finetune"))
     runs: dict[str, dict[str, dict[str, dict]]] = {}
     for method, exp in ABLATIONS.items():
         for run, g in got[got.experiment == exp].groupby("run", sort=False):
             runs.setdefault(run, {})[method] = {r["task"]: r for r in g.to_dict("records")}
+    full = next(iter(ABLATIONS))
+    for run, g in got[got.experiment == "finetune"].groupby("run", sort=False):
+        if run in runs and full not in runs[run]:
+            mine = {r["task"]: r for r in g.to_dict("records") if r["task"] in TABLE5_TASKS}
+            runs[run] = {full: mine, **runs[run]}
     return runs
 
 

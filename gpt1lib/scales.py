@@ -66,6 +66,14 @@ class Scale:
     # the seed; a multiple-choice example is four sequences, so it may get fewer
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
     transfer_train_examples: int = 500  # layer transfer: training examples scored per epoch
+    # layer transfer's (train, dev) examples by task, where not the scale's ``limits``
+    transfer_limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    whole_tasks: tuple[str, ...] = ()  # fine-tuned on all their training examples, never fewer
+    # the fine-tuning protocol chosen on examples held out from train (``selection``) by a
+    # budgeted plan, for every arm: the tasks it is scored on (none: the scale's settings as
+    # they are) and the training examples read from each, of which 15% are held out
+    selection_tasks: tuple[str, ...] = ()
+    selection_examples: int | None = None
     zero_shot_examples: int | None = None  # evaluation examples per zero-shot task (None: all)
     bench: dict[str, tuple[int, int, int]] = field(
         default_factory=dict
@@ -134,6 +142,7 @@ SCALES: dict[str, Scale] = {
         # a larger rate and more epochs, so that a tiny model learns the fixtures in seconds
         finetune=FinetuneConfig(lr=2e-3, epochs=4, batch_size=8),
         transfer_train_examples=32,
+        selection_tasks=("cola", "stsb", "sst2"),  # what the rehearsal of a budgeted plan runs
         bench={"cpu": (4, 64, 3), "cuda": (8, 64, 10)},
     ),
     "cpu": Scale(
@@ -173,12 +182,20 @@ SCALES: dict[str, Scale] = {
     "small": Scale(
         name="small", model="small", tokenizer="released", init="released",
         corpus_limit=300,  # about 120 MB of books, streamed
+        # the peak rate and warm-up measured on an H100 (2026-11-24, results/README.md): after
+        # 1,500 updates 6e-4 with 40% warm-up reached validation perplexity 77.7, the paper's
+        # 2.5e-4 with 10% 111.5, 6e-4 with 10% collapsed to the unigram distribution (a plan
+        # scales the warm-up with its updates); log-spaced checkpoints from update 50
         pretrain=PretrainConfig(
-            total_steps=12_000, warmup_steps=500, log_interval=20, compile=True,
+            total_steps=12_000, max_lr=6e-4, warmup_steps=4_800, log_interval=20, compile=True,
+            log_from=50,
         ),
-        finetune=FinetuneConfig(),
+        finetune=FinetuneConfig(eval_batch_size=256),
         limits={"default": (20_000, None)},
-        zero_shot_examples=500,
+        whole_tasks=("cola", "stsb", "mrpc", "rte"),
+        transfer_limits={"mnli_m": (2_500, 2_000), "race": (1_000, 1_000)},
+        selection_tasks=("cola", "stsb", "sst2"), selection_examples=10_000,
+        zero_shot_examples=2000,
         bench={"cpu": (4, 128, 5), "cuda": (32, 512, 20)},
     ),
     "paper": Scale(

@@ -55,7 +55,19 @@ def test_the_rehearsal_runs_the_whole_plan_from_a_bundle(tmp_path):
     records = read_records(kept)  # what chapters 09-12 read
     assert set(final_metrics(records).task) >= {"sst2", "mnli_m", "race", "mrpc"}
     assert ablation_table(records).shape[0] == 8  # the paper's four rows and this run's four
+    assert "ablation:full" not in set(records.experiment)  # its full row: chapters 05-07's runs
     assert {"layer_transfer", "zero_shot", "bench", "pretrain:gpt"} <= set(records.experiment)
+    # every arm's protocol chosen on held-out training examples, and the rest run with it
+    arms = {"full", "no_pretraining", "no_aux_lm", "lstm"}
+    selection = records[records.metric == "selection_score"]
+    assert set(selection.experiment) == {f"selection:{a}" for a in arms}
+    assert set(made["chosen"]) == arms
+    sst2 = records[(records.experiment == "finetune") & (records.task == "sst2")].iloc[0]
+    assert sst2.config["lr"] == made["chosen"]["full"]["lr"]
+    steps = {c["pretrain"]["total_steps"] for c in records.config if "pretrain" in c}
+    assert len(steps) == 1  # the LSTM pre-trained as long as the transformer
+    log = (out / "run.log").read_text()
+    assert "the rest planned again" in log and "took/pred." in log
     assert all(c.get("plan_part") for c in records.config)
     assert set(records.commit) == {git_commit()}  # the checkout's, though the copy has no .git
     manifest = json.loads((kept / "manifest.json").read_text())

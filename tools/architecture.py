@@ -28,10 +28,11 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
     3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks"),
     4: ("pretrain", "finetune", "zeroshot"),  # the loops
-    5: ("scales", "experiments", "runs", "chapter", "pretrain.__main__"),  # experiments
+    5: ("scales", "experiments", "selection", "runs", "chapter", "pretrain.__main__"),
     6: (  # on top, beside each other: the reporting and the harness
         "labels", "paper", "findings", "plots",
-        "harness", "harness.plan", "harness.plan_run", "harness.reproduce", "harness.bench",
+        "harness", "harness.plan", "harness.plan_report", "harness.plan_run",
+        "harness.reproduce", "harness.bench",
         "harness.bundle", "harness.memory", "harness.contenders", "harness.throughput",
         "evaluations",
     ),

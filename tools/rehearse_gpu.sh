@@ -19,8 +19,9 @@
 #              the plan and the log's tail ($OUT/plan.txt, $OUT/run.log); ./rehearsal_out
 #              where OUT is unset
 #
-# Environment: BUNDLE (bundle), SCALE (small), BUDGET (17, minutes of accelerator time: a plan
-# of 20 ran 22.8 on an H100, 2026-11-22, pre-training 44% over its prediction),
+# Environment: BUNDLE (bundle), SCALE (small), BUDGET (22, minutes of accelerator time: a plan
+# of 22 ran 24.0 on an H100, 2026-11-24; the plan now times the loops themselves and prints
+# each part's minutes beside its prediction at the end),
 # WAIT_MIN (9), OUT, PYTHON (python3), FRESH (1 on a workstation: copy the checkout's files
 # and the bundle into a new directory WORK, default a mktemp, and run there, so that nothing
 # of this checkout, its runs/, results/ or an installed gpt1lib, leaks in).
@@ -41,7 +42,7 @@
 #     Step 2 prints the commit the records will say.
 #   * Time: `start` in the first command, run from a copy outside the synced tree (so that a
 #     later command's tree never meets the run's files):
-#       cp -r . /tmp/g && cd /tmp/g && GPT1_COMMIT=<sha> BUDGET=17 bash tools/rehearse_gpu.sh start
+#       cp -r . /tmp/g && cd /tmp/g && GPT1_COMMIT=<sha> BUDGET=22 bash tools/rehearse_gpu.sh start
 #     then `cd /tmp/g && bash tools/rehearse_gpu.sh wait` in back-to-back commands until it
 #     prints "plan done". Every command leaves the records so far in $OUT. A machine given back
 #     between commands (more than 30 s idle) takes the run and its checkpoints with it: the
@@ -54,7 +55,7 @@ case "$MODE" in all | start | wait) ;; *) echo "usage: $0 [all|start|wait]" >&2 
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 BUNDLE="${BUNDLE:-bundle}"
 SCALE="${SCALE:-small}"
-BUDGET="${BUDGET:-17}"
+BUDGET="${BUDGET:-22}"
 WAIT_MIN="${WAIT_MIN:-9}"
 PY="${PYTHON:-python3}"
 step() { echo "== $* ($(date -u +%H:%M:%S))"; }

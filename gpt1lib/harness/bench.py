@@ -187,9 +187,10 @@ def speed_run(
                       steps=steps)  # fmt: skip
     runs = [cfg]
     if cuda if compile is None else compile:
-        # the default step (the library's dropout, the device's loss) beside the same with the
-        # chunked loss, model.GPT with every speed path off, and transformers
-        both = ("gpt1lib:matrix", "gpt1lib:matrix:fused", "gpt1lib:plain", *impl[2:])
+        # the default step (the library's dropout, the device's loss) beside model.GPT with
+        # every speed path off, and transformers ("gpt1lib:matrix:fused", the chunked loss
+        # compiled, is one more compile: the command line's --implementations)
+        both = ("gpt1lib:matrix", "gpt1lib:plain", *impl[2:])
         runs.append(replace(cfg, compile=True, mode="pretrain", implementations=both))
     results = []
     for c in runs:

@@ -89,11 +89,16 @@ def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
         add(name, get_task(name).eval_split, evals)
         for other in SCORED_BESIDE.get(name, ()):
             add(other, get_task(other).eval_split, evals)
-        if name in S.transfer_tasks:
-            add(name, "dev", evals)  # layer transfer scores on dev
+        if name in S.transfer_tasks:  # layer transfer scores on dev
+            limits = S.transfer_limits.get(name)
+            add(name, "dev", *(limits[1:] if limits else [evals]))
+            add(name, "train", *(limits[:1] if limits else []))
     for name, split in ZERO_SHOT_SPLITS.items():
         add(name, split, S.zero_shot_examples)
-    add("cola", "train", S.zero_shot_examples)  # the zero-shot threshold is chosen on train
+    for name in ("cola", "sst2"):  # the zero-shot thresholds are chosen on train
+        add(name, "train", S.zero_shot_examples)
+    for name in S.selection_tasks:  # the protocol selection's draws (of the training ladder)
+        add(name, "train", S.selection_examples)
     out: dict[str, dict[str, list]] = {}
     for task, splits in want.items():
         for split, limits in splits.items():

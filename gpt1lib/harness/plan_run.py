@@ -2,10 +2,13 @@
 
     python -m gpt1lib.harness.reproduce --scale small --source bundle --corpus bundle --budget 17
 
-loads the data once, times a few steps of each kind of work, prints the plan and runs its units
-in order, each a call of the chapter's own experiment (``experiments``: ``pretraining``,
-``finetune_tasks``, ``objective``, ``layer_transfer``, ``zero_shot_curves``, ``ablations``;
-``harness.bench.speed_run``), so that a unit runs exactly what its chapter runs. After each
+loads the data once, times each kind of work, prints the plan and runs its units in order, each
+a call of the chapter's own experiment (``experiments``: ``pretraining``, ``finetune_tasks``,
+``objective``, ``layer_transfer``, ``zero_shot_curves``, ``ablations``; a stage of the protocol
+selection, ``selection.stage``; ``harness.bench.speed_run``), so that a unit runs exactly what
+its chapter runs. Once every arm's protocol is chosen the rest is planned again with it (the
+chosen protocols are kept in the plan), and each unit's time is printed beside its prediction
+(``plan_report.format_outcome`` at the end). After each
 unit its records go to ``results/<scale>/<chapter>.jsonl``, in the format the chapters write
 (each record's ``config`` also names its ``plan_part``), the unit is marked done in
 ``results/<scale>/plan.json`` and the chapter's line in ``manifest.json`` is brought up to date.
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .. import selection
 from ..bundle_source import Bundle
 from ..checkpoint import latest_checkpoint
 from ..experiments import (
@@ -47,6 +51,7 @@ from ..scales import SCALES
 from ..tasks import open_source
 from . import plan, throughput
 from .bench import speed_run, to_records
+from .plan_report import format_outcome, format_plan
 
 PRETRAIN_KEYS = ("total_steps", "warmup_steps", "ckpt_interval", "eval_interval")
 PRETRAIN_KEYS += ("n_log_checkpoints",)
@@ -65,6 +70,14 @@ class Run:
     tok: object
     log: object = print
     _models: dict = field(default_factory=dict)
+    _selection: dict = field(default_factory=dict)
+
+    def selection_data(self, limits: dict) -> dict:
+        """The selection tasks' examples, carved into fitted and held-out parts (once)."""
+        key = tuple(limits.items())
+        if key not in self._selection:
+            self._selection = {key: selection.selection_data(self.source, limits)}
+        return self._selection[key]
 
     def model(self, arch: str):
         if arch not in self._models:
@@ -109,7 +122,7 @@ def _finetune(run: Run, u: dict) -> list[dict]:
         results = objective(S, gpt, run.tok, task, run.source, coefs=(u["lm_coef"],), **kw)
     elif kind == "transfer":
         results = layer_transfer(S, gpt, run.tok, [task], run.source, points=[u["n_transfer"]],
-                                 eval_limit=u["eval_limit"], **kw)  # fmt: skip
+                                 eval_limit={task: u["eval_limit"]}, **kw)  # fmt: skip
     else:  # an ablation arm
         models = {"gpt": gpt, "lstm": run.model("lstm") if u["arm"] == "lstm" else None}
         results = ablations(S, models, run.tok, [task], run.source, arms=[u["arm"]], **kw)
@@ -127,6 +140,24 @@ def _zeroshot(run: Run, u: dict) -> list[dict]:
     return records
 
 
+def _select(run: Run, u: dict) -> list[dict]:
+    """A stage of one arm's protocol selection; the rate stage's records are read back for the
+    schedule stage."""
+    arm = u["arm"]
+    done = [r for r in _kept(run, plan.CHAPTER["selection"])
+            if r.get("experiment") == f"selection:{arm}"]  # fmt: skip
+    model = run.model(selection.ARM_MODEL[arm])
+    data = run.selection_data(u["limits"])
+    return selection.stage(run.S, arm, u["stage"], model, run.tok, data, done=done,
+                           seed=run.S.finetune.seed, device=run.device, progress=False)  # fmt: skip
+
+
+def _kept(run: Run, chapter: str) -> list[dict]:
+    path = run.kept / f"{chapter}.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return [json.loads(x) for x in lines if x.strip()]
+
+
 def _bench(run: Run, u: dict) -> list[dict]:
     return to_records(speed_run(run.S, run.device, log=run.log))
 
@@ -137,6 +168,7 @@ RUNNERS = {
     "objective": _finetune,
     "transfer": _finetune,
     "ablation": _finetune,
+    "selection": _select,
     "zeroshot": _zeroshot,
     "bench": _bench,
 }
@@ -169,10 +201,32 @@ def _plan(run: Run, budget_min: float, key: dict, t0: float, estimate_on: str | 
     if estimate_on:
         tp = throughput.estimate(run.S, run.tok.vocab_size, estimate_on)
     else:
-        run.log(f"timing a few steps on {run.device} ...")
-        tp = throughput.measure(run.S, run.tok.vocab_size, run.device, t0)
+        run.log(f"timing the loops on {run.device} ...")
+        job = pretraining(run.S, run.corpus, run.out_dir, arch="gpt")
+        tp = throughput.measure(run.S, job, run.device, t0)
     made = plan.make_plan(run.S, tp, stats, ladders, budget_min)
-    return {**made, "key": key, "commit": git_commit(), "stats": stats}
+    made |= {"first_predicted_s": made["predicted_s"], "stats": stats}
+    made["ladders"] = [[t, s, d] for (t, s), d in ladders.items()]  # JSON keeps no tuple keys
+    return {**made, "key": key, "commit": git_commit()}
+
+
+def _replan(run: Run, made: dict, path: Path) -> None:
+    """Once every arm's protocol is chosen: the scale's settings become the chosen ones and
+    the units not yet run are planned again with them, in the time left."""
+    made["chosen"] = selection.chosen(_kept(run, plan.CHAPTER["selection"]))
+    run.S = selection.with_chosen(SCALES[run.S.name], made["chosen"])
+    fixed = {g: made["levels"][g] for g in ("pretrain", "selection")}
+    actual = {uid: d["wall_s"] for uid, d in made["done"].items()}
+    ladders = {(t, s): d for t, s, d in made["ladders"]}
+    tp = throughput.Throughput(**made["throughput"])
+    new = plan.make_plan(run.S, tp, made["stats"], ladders, made["budget_min"], fixed=fixed,
+                         actual=actual)  # fmt: skip
+    old = {u["id"]: u for u in made["units"]}
+    made["units"] = [old[u["id"]] if u["id"] in actual else u for u in new["units"]]
+    made |= {k: new[k] for k in ("levels", "predicted_s", "fits")}
+    write_json(path, made)
+    run.log("the protocols are chosen; the rest planned again with them:")
+    run.log(format_plan(made))
 
 
 def _commit(run: Run, made: dict, path: Path, u: dict, records: list[dict], wall: float) -> None:
@@ -225,7 +279,7 @@ def run(
     made = json.loads(path.read_text()) if path.is_file() else None
     if estimate_on:  # a plan for another machine: printed, nothing here touched
         made = _plan(run_, budget_min, key, t0, estimate_on)
-        log(plan.format_plan(made))
+        log(format_plan(made))
         return made
     if made is None or made.get("key") != key or force:
         _fresh(run_, path, force)
@@ -233,16 +287,21 @@ def run(
         write_json(path, made)  # a rerun (or the run after --plan-only) resumes it
     else:
         log(f"resuming the plan in {path} ({len(made['done'])} of {len(made['units'])} units done)")
-    log(plan.format_plan(made))
+    if made.get("chosen"):  # the protocols its selection chose
+        run_.S = selection.with_chosen(S, made["chosen"])
+    log(format_plan(made))
     if plan_only:
         return made
     return _execute(run_, made, path, t0, stop_after_min)
 
 
+def _next(made: dict) -> dict | None:
+    return next((u for u in made["units"] if u["id"] not in made["done"]), None)
+
+
 def _execute(run: Run, made: dict, path: Path, t0: float, stop_after_min) -> dict:
     deadline = t0 + stop_after_min * 60 if stop_after_min else None
-    todo = [u for u in made["units"] if u["id"] not in made["done"]]
-    for i, u in enumerate(todo, start=1):
+    while (u := _next(made)) is not None:
         stop_after = None
         if deadline is not None and time.perf_counter() + u["seconds"] > deadline:
             left = deadline - time.perf_counter()
@@ -250,7 +309,8 @@ def _execute(run: Run, made: dict, path: Path, t0: float, stop_after_min) -> dic
                 "pretrain_step_s" if u.get("arch") == "gpt" else "lstm_step_s"
             ]
             if u["kind"] != "pretrain" or left < 30 * step_s:
-                run.log(f"stopped before {u['id']}: {len(todo) - i + 1} units left; rerun to go on")
+                n = len(made["units"]) - len(made["done"])
+                run.log(f"stopped before {u['id']}: {n} units left; rerun to go on")
                 made["stopped"] = u["id"]
                 return made
             stop_after = int(left * 0.8 / step_s)
@@ -272,6 +332,11 @@ def _execute(run: Run, made: dict, path: Path, t0: float, stop_after_min) -> dic
             f"(predicted {u['seconds']:.1f}), {len(records)} records, "
             f"{(time.perf_counter() - t0) / 60:.1f} min in all"
         )
+        if u["kind"] == "selection" and not any(
+            v["kind"] == "selection" and v["id"] not in made["done"] for v in made["units"]
+        ):
+            _replan(run, made, path)
     made.pop("stopped", None)
     run.log(f"plan done: {len(made['done'])} units in {(time.perf_counter() - t0) / 60:.1f} min")
+    run.log(format_outcome(made))
     return made
