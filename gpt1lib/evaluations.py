@@ -6,7 +6,8 @@ the evaluation's per-example outcomes (``records.per_example_record``), and the 
 themselves, from which ``difference_interval`` gives the interval of the PAIRED difference of
 two arms scored on the same examples. Records made before those outcomes were kept have none:
 their numbers stand without an interval (``NO_INTERVAL``). ``results_records`` splits the
-recorded runs from this build's.
+recorded runs from this build's; ``protocol_selection`` reads the fine-tuning protocols a run
+chose on examples held out from train, and the trials behind them.
 """
 
 from __future__ import annotations
@@ -174,3 +175,32 @@ def examples_cell(row: dict) -> str:
     train = f"{int(n):,}" if n == n and n is not None else "?"
     scored = f"{len(outcome['labels']):,}" if isinstance(outcome, dict) else "?"
     return f"{train} / {scored}"
+
+
+#: The cpu scale's selection (tools/select_finetune_cpu.py) named the arms by their rows.
+_CPU_ARMS = {"pre-trained": "full", "no aux LM": "no_aux_lm", "from scratch": "no_pretraining",
+             "LSTM": "lstm"}  # fmt: skip
+
+
+def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each run's fine-tuning protocol selection (chapter 12): every setting tried, by run and
+    arm, with its score held out from train (the mean of the selection tasks' metrics), and
+    each arm's chosen setting. ``sweep``: the cpu scale's selection rows, a file of their own
+    (``results/sweeps/cpu_finetune_select.jsonl``), kept before records kept them."""
+    df, rows = frame(records), []
+    for r in df[df.metric == "selection_score"].to_dict("records") if not df.empty else []:
+        c = r["config"]
+        rows.append((run_label(r), c["arm"], c["lr"], c["warmup"], c["epochs"], c["batch_size"],
+                     r["value"], ", ".join(c["metrics"])))  # fmt: skip
+    if sweep is not None and Path(sweep).is_file():
+        for r in pd.read_json(sweep, lines=True).to_dict("records"):
+            rows.append(("cpu selection (tools/select_finetune_cpu.py)", _CPU_ARMS[r["arm"]],
+                         r["lr"], 0.002, r["epochs"], r["batch"], r["score"],
+                         "sst2, cola"))  # fmt: skip
+    cols = ["run", "arm", "lr", "warmup", "epochs", "batch", "score", "tasks"]
+    sel = pd.DataFrame(rows, columns=cols)
+    sel["setting"] = [f"lr {r.lr:g}, warm-up {r.warmup:g}, {r.epochs} ep, batch {r.batch}"
+                      for r in sel.itertuples(index=False)]  # fmt: skip
+    grid = sel.pivot_table(index=["run", "setting"], columns="arm", values="score", sort=False)
+    best = sel.loc[sel.groupby(["run", "arm"], sort=False).score.idxmax()] if len(sel) else sel
+    return grid, best[cols].rename(columns={"warmup": "warm-up"}).reset_index(drop=True)

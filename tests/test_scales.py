@@ -48,3 +48,18 @@ def test_each_ablation_arm_has_its_own_settings_over_the_scales():
     assert SCALES["smoke"].finetune_for("lstm") == SCALES["smoke"].finetune
     with pytest.raises(ValueError, match="arm='bert'"):
         S.finetune_for("bert")
+
+
+def test_the_cpu_scales_protocols_are_its_selections_choices():
+    """Each Table 5 row at cpu runs the protocol its selection chose on held-out training
+    examples (results/sweeps, tools/select_finetune_cpu.py): a changed Scale must say so."""
+    from pathlib import Path
+
+    from gpt1lib.evaluations import protocol_selection
+
+    sweep = Path(__file__).parents[1] / "results" / "sweeps" / "cpu_finetune_select.jsonl"
+    _, picked = protocol_selection([], sweep)
+    assert len(picked) == 4
+    for row in picked.itertuples(index=False):
+        cfg = SCALES["cpu"].finetune_for(row.arm)
+        assert (cfg.lr, cfg.epochs, cfg.batch_size) == (row.lr, row.epochs, row.batch), row.arm

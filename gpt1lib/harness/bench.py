@@ -289,12 +289,12 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
 
 def bench_records(records) -> pd.DataFrame:
     """The bench records among ``records`` (``read_records``), one row per run, variant and
-    metric, each run named by what it timed: "preset · b<batch> × <seq> · <device> ·
-    compiled · commit <sha>"."""
+    metric (with the loss path a pre-training variant took), each run named by what it timed:
+    "preset · b<batch> × <seq> · <device> · compiled · commit <sha>"."""
     kept = records[records.experiment == "bench"].copy() if "experiment" in records else records
     if kept.empty:
         return kept
-    for key in ("variant", "preset", "batch", "seq", "compile"):
+    for key in ("variant", "preset", "batch", "seq", "compile", "loss"):
         kept[key] = [c.get(key, False) for c in kept.config]
     kept["device"] = kept.device.str.split(" [(]").str[0]
     kept["run"] = [

@@ -295,13 +295,18 @@ def run(
     return _execute(run_, made, path, t0, stop_after_min)
 
 
-def _next(made: dict) -> dict | None:
+def _next(run: Run, made: dict, path: Path) -> dict | None:
+    """The first unit not done; once the last selection unit is done (in this call or one cut
+    off before it planned again), the rest planned again first."""
+    chosen = [u for u in made["units"] if u["kind"] == "selection"]
+    if chosen and "chosen" not in made and all(u["id"] in made["done"] for u in chosen):
+        _replan(run, made, path)
     return next((u for u in made["units"] if u["id"] not in made["done"]), None)
 
 
 def _execute(run: Run, made: dict, path: Path, t0: float, stop_after_min) -> dict:
     deadline = t0 + stop_after_min * 60 if stop_after_min else None
-    while (u := _next(made)) is not None:
+    while (u := _next(run, made, path)) is not None:
         stop_after = None
         if deadline is not None and time.perf_counter() + u["seconds"] > deadline:
             left = deadline - time.perf_counter()
@@ -332,10 +337,6 @@ def _execute(run: Run, made: dict, path: Path, t0: float, stop_after_min) -> dic
             f"(predicted {u['seconds']:.1f}), {len(records)} records, "
             f"{(time.perf_counter() - t0) / 60:.1f} min in all"
         )
-        if u["kind"] == "selection" and not any(
-            v["kind"] == "selection" and v["id"] not in made["done"] for v in made["units"]
-        ):
-            _replan(run, made, path)
     made.pop("stopped", None)
     run.log(f"plan done: {len(made['done'])} units in {(time.perf_counter() - t0) / 60:.1f} min")
     run.log(format_outcome(made))
