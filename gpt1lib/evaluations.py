@@ -199,8 +199,10 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
                          "sst2, cola"))  # fmt: skip
     cols = ["run", "arm", "lr", "warmup", "epochs", "batch", "score", "tasks"]
     sel = pd.DataFrame(rows, columns=cols)
-    sel["setting"] = [f"lr {r.lr:g}, warm-up {r.warmup:g}, {r.epochs} ep, batch {r.batch}"
+    sel["setting"] = [f"lr {r.lr:g}, warm-up {r.warmup:.1%}, {r.epochs} epochs, batch {r.batch}"
                       for r in sel.itertuples(index=False)]  # fmt: skip
     grid = sel.pivot_table(index=["run", "setting"], columns="arm", values="score", sort=False)
+    grid = grid.round(1).astype(object).where(grid.notna(), "not tried")
     best = sel.loc[sel.groupby(["run", "arm"], sort=False).score.idxmax()] if len(sel) else sel
+    best = best.assign(lr=best.lr.map("{:g}".format), warmup=best.warmup.map("{:.1%}".format))
     return grid, best[cols].rename(columns={"warmup": "warm-up"}).reset_index(drop=True)

@@ -31,6 +31,7 @@ from .paper import (
     TABLE5_COLUMNS,
     TABLE5_TASKS,
     ablation_runs,
+    against_paper,
 )
 from .tasks import TASKS
 from .zeroshot import HEURISTICS
@@ -351,8 +352,6 @@ def zero_shot_figures(records) -> list:
 def show_finetuning(results: dict, scale: str):
     """A fine-tuning chapter's results: a line per task (its metric after the last epoch and
     its training time), each task's metric by epoch, and the table against the paper."""
-    from .paper import against_paper
-
     for name, r in results.items():
         spec = TASKS[name]
         metric = spec.metrics[0]

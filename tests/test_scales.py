@@ -62,4 +62,4 @@ def test_the_cpu_scales_protocols_are_its_selections_choices():
     assert len(picked) == 4
     for row in picked.itertuples(index=False):
         cfg = SCALES["cpu"].finetune_for(row.arm)
-        assert (cfg.lr, cfg.epochs, cfg.batch_size) == (row.lr, row.epochs, row.batch), row.arm
+        assert (cfg.lr, cfg.epochs, cfg.batch_size) == (float(row.lr), row.epochs, row.batch)
