@@ -221,6 +221,16 @@ def pretrain_log_interval_zero(c):
     _pretrain(c, log_interval=0)
 
 
+@library(ValueError, match="PretrainConfig.loss='plain'")
+def pretrain_unknown_loss_path(c):
+    _pretrain(c, loss="plain")
+
+
+@library(ValueError, match="PretrainConfig.log_from=0")
+def pretrain_log_from_zero(c):
+    _pretrain(c, log_from=0)
+
+
 @library(ValueError, match="not a multiple of micro_batch_size=3")
 def pretrain_micro_batch_that_does_not_divide(c):
     _pretrain(c, micro_batch_size=3)

@@ -103,6 +103,12 @@ def test_a_short_run_lowers_the_loss_and_writes_records(tok, corpus, tmp_path):
     assert set(h.columns) >= {"commit", "device", "date", "scale", "seed", "wall_time"}
     assert [p.name for p in r.log_checkpoints][-1] == "step_00000040"
     assert latest_checkpoint(tmp_path).name == "step_00000040"
+    assert {c["loss_path"] for c in h.config} == {"fused"}  # the CPU's L1, said by each record
+
+
+def test_log_spaced_checkpoints_may_start_past_the_first_update():
+    assert log_spaced_steps(2000, 4, first=50) == [50, 171, 585, 2000]
+    assert log_spaced_steps(30, 3, first=50) == [30]  # a run shorter than the first: its last
 
 
 def test_a_run_whose_gradients_are_all_zero_stops_at_its_first_update(

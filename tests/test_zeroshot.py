@@ -58,6 +58,19 @@ def test_continuation_logprobs_score_only_the_continuation(model):
     assert n2 == 2 and s2 == pytest.approx(sum(_logp(model, seq)[-2:]), abs=1e-5)
 
 
+def test_a_gpus_padded_batches_score_the_same(model, monkeypatch):
+    """On a GPU the lengths are rounded up to a multiple (few shapes) and a batch holds a
+    token budget: the same log-probabilities."""
+    prefixes = [[1, 2, 3], [4], list(range(1, 12)), [5, 6]]
+    conts = [[4, 5], [1, 2, 3], [7], [8, 9, 10]]
+    exact = continuation_logprobs(model, prefixes, conts)
+    monkeypatch.setattr("gpt1lib.zeroshot.pad_multiple", lambda device: 8)
+    monkeypatch.setattr("gpt1lib.zeroshot.GPU_BATCH_TOKENS", 16)  # two rows of 8 a batch
+    padded = continuation_logprobs(model, prefixes, conts)
+    assert [n for _, n in padded] == [n for _, n in exact]
+    assert [s for s, _ in padded] == pytest.approx([s for s, _ in exact], abs=1e-5)
+
+
 def test_cola_score_is_the_average_token_logprob(model):
     tok = WordTok()
     (score,) = cola_scores(model, tok, ["the film was good"])
