@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from .experiments import ARM_SETTINGS
 from .finetune import finetune
 from .records import make_record
 from .runtime import gathered_warnings
@@ -37,9 +38,8 @@ STAGES = ("rate", "schedule")
 #: The epochs of each stage's trials, in order (what a plan predicts a stage's time from).
 STAGE_EPOCHS = {"rate": [EPOCHS[0]] * len(RATES),
                 "schedule": [EPOCHS[0]] * (len(WARMUPS) - 1) + list(EPOCHS[1:])}  # fmt: skip
-#: What each arm changes beside its protocol (``experiments.ARM_SETTINGS``) and its model.
+#: The pre-trained model each arm fine-tunes (what else it changes: ``ARM_SETTINGS``).
 ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
-ARM_FIXED = {"no_pretraining": {"n_transfer": -1}, "no_aux_lm": {"lm_coef": 0.0}}
 METRIC = "selection_score"
 
 
@@ -95,7 +95,7 @@ def stage(S: Scale, arm: str, name: str, model, tok, data: dict, *, done: list[d
         raise ValueError(f"arm={arm!r}, stage={name!r}: use one of {ARMS} and of {STAGES}")
     out: list[dict] = []
     while (settings := next_trial(name, [*done, *out])) is not None:
-        cfg = replace(S.finetune_for(arm, seed=seed, **ARM_FIXED.get(arm, {})), **settings)
+        cfg = replace(S.finetune_for(arm, seed=seed, **ARM_SETTINGS[arm]), **settings)
         cfg = replace(cfg, experiment=f"selection:{arm}")
         metrics, examples = {}, {}
         with gathered_warnings(DataWarning):

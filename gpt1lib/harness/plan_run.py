@@ -1,6 +1,6 @@
 """Running a plan (``harness.plan``) in one process, every record written as it is made.
 
-    python -m gpt1lib.harness.reproduce --scale small --source bundle --corpus bundle --budget 17
+    python -m gpt1lib.harness.reproduce --scale small --source bundle --corpus bundle --budget 22
 
 loads the data once, times each kind of work, prints the plan and runs its units in order, each
 a call of the chapter's own experiment (``experiments``: ``pretraining``, ``finetune_tasks``,
