@@ -378,13 +378,11 @@ def layer_transfer(
     return out
 
 
-#: Each arm of Table 5: the experiment its records name and what it changes.
-ARM_SETTINGS = {
-    "full": {},
-    "no_pretraining": {"n_transfer": -1},
-    "no_aux_lm": {"lm_coef": 0.0},
-    "lstm": {},
-}
+#: Each arm of Table 5 (the experiment its records name): what it changes, and the pre-trained
+#: model it fine-tunes.
+ARM_SETTINGS = {"full": {}, "no_pretraining": {"n_transfer": -1}, "no_aux_lm": {"lm_coef": 0.0},
+                "lstm": {}}  # fmt: skip
+ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 
 
 def ablations(
@@ -407,7 +405,7 @@ def ablations(
     out = {}
     for arm in arms:
         cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
-        model = models["lstm" if arm == "lstm" else "gpt"]
+        model = models[ARM_MODEL[arm]]
         folder = Path(out_dir, S.name) / "ablations" / arm
         done, _ = _finetune(S, model, tok, tasks, source, cfg, folder, limit=limit,
                             eval_limit=eval_limit, also=(), **kw)  # fmt: skip

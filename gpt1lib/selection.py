@@ -38,8 +38,6 @@ STAGES = ("rate", "schedule")
 #: The epochs of each stage's trials, in order (what a plan predicts a stage's time from).
 STAGE_EPOCHS = {"rate": [EPOCHS[0]] * len(RATES),
                 "schedule": [EPOCHS[0]] * (len(WARMUPS) - 1) + list(EPOCHS[1:])}  # fmt: skip
-#: The pre-trained model each arm fine-tunes (what else it changes: ``ARM_SETTINGS``).
-ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 METRIC = "selection_score"
 
 

@@ -33,6 +33,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
+from ..experiments import ARM_MODEL
 from ..scales import ARMS
 from ..selection import HELD_OUT, STAGE_EPOCHS
 from ..tasks import SCORED_BESIDE, get_task
@@ -290,7 +291,7 @@ def _selection_units(ctx: Costs, level: int, ratio: float, add) -> None:
     limits = {t: _selection_draws(ctx, t)[min(level, len(_selection_draws(ctx, t)) - 1)]
               for t in tasks}  # fmt: skip
     for arm in ARMS:
-        arch = "lstm" if arm == "lstm" else "gpt"
+        arch = ARM_MODEL[arm]
         r = ratio if arch == "lstm" else 1.0
         for stage, runs in STAGE_EPOCHS.items():
             seconds = 0.0

@@ -34,6 +34,7 @@ from .. import selection
 from ..bundle_source import Bundle
 from ..checkpoint import latest_checkpoint
 from ..experiments import (
+    ARM_MODEL,
     ablations,
     finetune_tasks,
     layer_transfer,
@@ -146,7 +147,7 @@ def _select(run: Run, u: dict) -> list[dict]:
     arm = u["arm"]
     done = [r for r in _kept(run, plan.CHAPTER["selection"])
             if r.get("experiment") == f"selection:{arm}"]  # fmt: skip
-    model = run.model(selection.ARM_MODEL[arm])
+    model = run.model(ARM_MODEL[arm])
     data = run.selection_data(u["limits"])
     return selection.stage(run.S, arm, u["stage"], model, run.tok, data, done=done,
                            seed=run.S.finetune.seed, device=run.device, progress=False)  # fmt: skip
