@@ -27,13 +27,13 @@ book: install
 test: install lint
 	$(PYTHON) -m pytest --nbmake --nbmake-timeout=1200 tests book
 
-# The recorded reproduction (a GPU run): every chapter at SCALE on the data in DATA, records
-# into results/<SCALE>/, then the book. Resumable: chapters already recorded for this commit
-# and these parameters are skipped (FORCE=all reruns them).
-# With BUDGET=<minutes>: the chapters' training in one process, planned to fit that much
-# accelerator time (the plan is printed first); nothing is installed (a machine without a
-# network) and the book is built afterwards, on any machine, with `make book`. DATA may be a
-# bundle (python -m gpt1lib.harness.bundle), which is then the corpus too.
+# The recorded reproduction (a GPU run): every chapter's experiments at SCALE in one process
+# (gpt1lib.harness.runner), on the data in DATA, records into results/<SCALE>/, then the book.
+# It prints its units and their predicted minutes first; run again, it goes on with the units
+# not done (FORCE=1 starts over). With BUDGET=<minutes>: it stops before a unit that would not
+# finish in that time, nothing is installed (a machine without a network) and the book is
+# built afterwards, on any machine, with `make book`. DATA may be a bundle (python -m
+# gpt1lib.harness.bundle), which is then the corpus too.
 SCALE ?= small
 DATA ?= ../shared/data
 CORPUS ?= $(if $(wildcard $(DATA)/manifest.json),$(DATA),$(DATA)/corpus/gutenberg_novels)
@@ -41,8 +41,8 @@ FORCE ?=
 BUDGET ?=
 record: $(if $(BUDGET),,install)
 	$(PYTHON) -m gpt1lib.harness.reproduce --scale $(SCALE) --source $(abspath $(DATA)) \
-		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force $(FORCE)) \
-		$(if $(BUDGET),--budget $(BUDGET),--book)
+		--corpus $(abspath $(CORPUS)) $(if $(FORCE),--force) \
+		$(if $(BUDGET),--stop-after $(BUDGET),--book)
 
 # ruff, then the library's layers, sizes and the chapters' shared code (tools/architecture.py).
 lint:

@@ -102,11 +102,6 @@ class Bundle:
     def count(self, spec: TaskSpec, split: str) -> int:
         return self._entry(spec, split)["of"]
 
-    def draws(self, spec: TaskSpec, split: str) -> list:
-        """The limits a plan may pick, largest first (None: all); the bundle holds their draws
-        with its seed."""
-        return self._entry(spec, split)["ladder"]
-
     def describe(self, spec: TaskSpec, split: str) -> str:
         """Where the examples came from, relative to the source the bundle was built from."""
         return f"{self._entry(spec, split)['from']}, via bundle"

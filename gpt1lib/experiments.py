@@ -35,7 +35,7 @@ from .paths import shown
 from .pretrain import PretrainConfig, PretrainResult, pretrain, settings_diff
 from .records import append_records, make_record, per_example_record
 from .runtime import gathered_warnings, pick_precision, seed_everything
-from .scales import ARMS, SCALES, Scale
+from .scales import SCALES, Scale
 from .tasks import (
     SCORED_BESIDE,
     DataWarning,
@@ -354,7 +354,7 @@ def layer_transfer(
     **kw,
 ) -> dict[tuple[str, int], FinetuneResult]:
     """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
-    ``points`` (None: -1, the embeddings alone, and every block count), on ``limit`` examples
+    ``points`` (None: the scale's, ``Scale.transfer_at``), on ``limit`` examples
     (None: ``S.transfer_limits``, else the scale's), scored on dev and on
     ``S.transfer_train_examples`` of its training examples, into
     ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
@@ -362,8 +362,7 @@ def layer_transfer(
     own = {t: S.transfer_limits.get(t, (None, None)) for t in tasks}
     limit = {t: v[0] for t, v in own.items()} if limit is None else limit
     eval_limit = {t: v[1] for t, v in own.items()} if eval_limit is None else eval_limit
-    n_layer = len(pretrained.h)
-    points = list(range(-1, n_layer + 1)) if points is None else list(points)
+    points = S.transfer_at() if points is None else list(points)
     base = replace(S.finetune, seed=seed, experiment="layer_transfer")
     base = replace(base, eval_train_examples=S.transfer_train_examples)
     out = {}
@@ -392,7 +391,7 @@ def ablations(
     tasks: Iterable[str],
     source,
     *,
-    arms: Iterable[str] = ARMS,
+    arms: Iterable[str] | None = None,
     seed: int = 0,
     out_dir: str | os.PathLike = "runs",
     limit=None,
@@ -403,7 +402,7 @@ def ablations(
     protocol the scale chose for that arm (``Scale.finetune_for``), from ``models["gpt"]``
     (``models["lstm"]`` for the LSTM's arm), into ``out_dir/<scale>/ablations/<arm>``."""
     out = {}
-    for arm in arms:
+    for arm in S.table5_arms if arms is None else arms:
         cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
         model = models[ARM_MODEL[arm]]
         folder = Path(out_dir, S.name) / "ablations" / arm

@@ -77,6 +77,7 @@ class FinetuneConfig:
     max_len: int | None = None  # longest sequence (None: the model's context)
     eval_batch_size: int = 64
     eval_train_examples: int = 0  # also score this many training examples each epoch
+    score_every_epoch: bool = True  # False: the eval splits scored after the last epoch only
     bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
     compile: bool = False
     seed: int = 0
@@ -376,7 +377,8 @@ def finetune(
     limits: dict[str, int | None] | None = None,
     init: str | None = None,
 ) -> FinetuneResult:
-    """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
+    """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch
+    (``cfg.score_every_epoch``; else after the last one only).
 
     ``evals`` maps a split name to labelled examples, each scored after every epoch; the
     result's ``final`` holds the first one's metrics after the last epoch (no epoch is chosen
@@ -420,6 +422,7 @@ def finetune(
         scored = {
             split: evaluate(model, task, items, cfg.eval_batch_size, device, precision, True)
             for split, items in eval_items.items()
+            if cfg.score_every_epoch or epoch == cfg.epochs
         }  # each split's (metrics, predictions, labels)
         epoch_metrics = {"train_loss": {"loss": train_losses.pop("loss")}}
         epoch_metrics |= {split: got[0] for split, got in scored.items()}

@@ -82,9 +82,3 @@ def test_pretraining_from_a_bundle_takes_its_tokenizer(smoke_bundle, tmp_path):
     assert tok.fingerprint() == bundle.GPT1Tokenizer.load(out / "tokenizer").fingerprint()
     rec = [json.loads(x) for x in (tmp_path / "smoke/pretrain/records.jsonl").open()]
     assert "via bundle" in rec[0]["data"] and get_task("sst2")
-
-
-def test_the_ladder_halves_down_to_the_floor():
-    assert bundle.ladder(20_000, 67_349) == [20_000, 10_000, 5_000, 2_500, 1_250, 625, 312]
-    assert bundle.ladder(None, 600) == [None, 300]
-    assert bundle.ladder(20_000, 100) == [None]

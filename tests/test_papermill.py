@@ -2,8 +2,8 @@
 
 A default run and a rerun of a fine-tuning chapter (tasks given as one name and as a list, the
 rerun as a sweep through ``gpt1lib.harness.reproduce``), the results chapter showing both as
-columns of their own, the layer-transfer chapter on a list of tasks, and the recorder on two
-chapters. They share one run folder, so the tiny model is pre-trained once.
+columns of their own, and the layer-transfer chapter on a list of tasks. They share one run
+folder, so the tiny model is pre-trained once.
 """
 
 import json
@@ -15,7 +15,7 @@ import pytest
 
 from gpt1lib.findings import layer_transfer_gains, layer_transfer_points
 from gpt1lib.harness import reproduce
-from gpt1lib.harness.reproduce import ROOT, record
+from gpt1lib.harness.reproduce import ROOT
 from gpt1lib.records import read_records
 from gpt1lib.scales import SCALES
 
@@ -114,20 +114,6 @@ def test_papermill_layer_transfer_takes_a_list_of_tasks(tmp_path, runs):
     assert list(gains.task) == ["RTE"] and gains["95% interval"].iloc[0].startswith("[")
     points = layer_transfer_points(rec)
     assert points[points.split == "dev"].lo.notna().all()  # every point has its interval
-
-
-def test_papermill_recorder_keeps_a_manifest_and_skips_what_is_done(tmp_path):
-    out, results, said = tmp_path / "runs", tmp_path / "results", []
-    only = {"02_model", "04_finetuning"}
-    manifest = record("smoke", {}, out, results, set(), only, log=said.append)
-    assert set(manifest) == only
-    for entry in manifest.values():
-        assert entry["commit"] and entry["wall_time_s"] > 0
-        assert entry["parameters"]["scale"] == "smoke"
-    assert (results / "smoke" / "04_finetuning.jsonl").read_text().strip()
-    said.clear()
-    assert record("smoke", {}, out, results, set(), only, log=said.append) == manifest
-    assert len(said) == 2 and all("skipped" in line for line in said)
 
 
 def test_papermill_sweep_refuses_an_unknown_parameter(tmp_path):

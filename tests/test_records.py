@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpt1lib.harness.reproduce import ROOT, _new_lines, _snapshot, chapters
 from gpt1lib.labels import run_label, short_names
 from gpt1lib.paper import (
     FINDINGS,
@@ -168,19 +167,6 @@ def test_ablation_deltas_compare_over_the_same_tasks():
     assert d.loc["transformer over LSTM", "note"].startswith("n/a: no task of CoLA, SST-2")
     assert math.isnan(d.loc["transformer over LSTM", "run's"])
     assert row["95% interval"] == "†"  # hand-made records without outcomes
-
-
-def test_recorder_lists_chapters_in_toc_order_and_collects_new_lines(tmp_path):
-    names = [p.stem for p in chapters(ROOT / "book")]
-    assert names[:3] == ["01_tokenizer_corpus", "02_model", "03_pretraining"]
-    assert names == sorted(names)
-    (tmp_path / "a").mkdir()
-    f = tmp_path / "a" / "records.jsonl"
-    f.write_text('{"x": 1}\n')
-    before = _snapshot(tmp_path)
-    f.write_text('{"x": 1}\n{"x": 2}\n')
-    (tmp_path / "b.jsonl").write_text('{"y": 3}\n')
-    assert sorted(_new_lines(tmp_path, before)) == ['{"x": 2}', '{"y": 3}']
 
 
 def test_run_labels_tell_reruns_apart():

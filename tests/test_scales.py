@@ -29,7 +29,7 @@ def test_unknown_scale_names_the_choices(monkeypatch):
 
 def test_default_limits_fill_only_what_is_not_given():
     assert SCALES["smoke"].limits_for("sst2") == {"limit": None, "eval_limit": None}
-    assert SCALES["small"].limits_for("sst2") == {"limit": 20_000, "eval_limit": None}
+    assert SCALES["small"].limits_for("sst2") == {"limit": 2_500, "eval_limit": None}
     # a task's own limits, else its family's, else the scale's default
     assert SCALES["cpu"].limits_for("sst2") == {"limit": 2000, "eval_limit": None}
     assert SCALES["cpu"].limits_for("race") == {"limit": 200, "eval_limit": 200}  # 4 sequences

@@ -1,9 +1,10 @@
 """The harness: what runs the book's experiments at a scale and times them, above the library.
 
-* ``reproduce``: the recorded reproduction (``make record``): every chapter through papermill,
-  its records kept under ``results/``; or, with ``--budget``, the whole scale in one process;
-* ``plan`` and ``plan_run``: that time-budgeted plan, each unit a call of a chapter's own
-  experiment (``gpt1lib.experiments``);
+* ``reproduce``: the recorded reproduction (``make record``), and sweeps of a chapter's
+  parameter through papermill;
+* ``recipe`` and ``runner``: a scale's units, each a call of a chapter's own experiment
+  (``gpt1lib.experiments``), predicted from measured rates and run in one process, their
+  records kept under ``results/``;
 * ``bundle``: an offline bundle of everything a run reads, for a machine without a network;
 * ``bench`` (with ``memory``): training steps timed against transformers, the speed run.
 

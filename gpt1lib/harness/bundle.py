@@ -10,9 +10,9 @@ writes
 * ``corpus/train.npy.xz``, ``corpus/valid.npy.xz``: the pre-training corpus as token ids,
   uint16, xz-compressed, split exactly as ``corpus.build_corpus`` splits it;
 * ``tasks/<task>/<split>.jsonl.xz``: each task's examples, one a line with its index in the
-  original file. A split holds the union of the seeded draws (``tasks.subsample``) a run may ask
-  for: the scale's limit and its halvings down to ``MIN_EXAMPLES`` (the plan picks among them,
-  ``harness.plan``), and the few examples the chapters show (``SHOWN``);
+  original file. A split holds the union of the seeded draws (``tasks.subsample``) a run of the
+  scale asks for (its limits, ``harness.recipe``) and the few examples the chapters show
+  (``SHOWN``);
 * ``manifest.json``: the scale, seed and commit it was built at, the source of every part, the
   counts, and each file's size and sha256.
 
@@ -54,20 +54,8 @@ from ..tasks import (
 from ..tokenizer import RELEASED_FILES, GPT1Tokenizer
 from ..zeroshot import ZERO_SHOT_SPLITS
 
-MIN_EXAMPLES = 250  # the smallest training draw the plan may pick
 SHOWN = (1, 50, 100)  # the draws the chapters show examples from
 MIB = 2**20
-
-
-def ladder(limit: int | None, n: int, floor: int = MIN_EXAMPLES) -> list[int | None]:
-    """The draws a plan may pick for a split of ``n`` examples whose scale limit is ``limit``:
-    the limit (None, all, where it is None or at least n), then halvings down to ``floor``."""
-    top = n if limit is None else min(limit, n)
-    out: list[int | None] = [None if top >= n else top]
-    while top // 2 >= floor:
-        top //= 2
-        out.append(top)
-    return out
 
 
 def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
@@ -97,7 +85,7 @@ def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
         add(name, split, S.zero_shot_examples)
     for name in ("cola", "sst2"):  # the zero-shot thresholds are chosen on train
         add(name, "train", S.zero_shot_examples)
-    for name in S.selection_tasks:  # the protocol selection's draws (of the training ladder)
+    for name in S.selection_tasks:  # the protocol selection's draws
         add(name, "train", S.selection_examples)
     out: dict[str, dict[str, list]] = {}
     for task, splits in want.items():
@@ -118,8 +106,7 @@ def _write_xz(path: Path, data: bytes) -> None:
 def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) -> dict:
     every = load_examples(spec, split, source)
     n = len(every)
-    steps = ladder(limits[0], n)  # the plan's choices; the other limits are drawn as they are
-    draws = {(None if lim is None or lim >= n else lim, seed) for lim in [*steps, *limits[1:]]}
+    draws = {(None if lim is None or lim >= n else lim, seed) for lim in limits}
     draws |= {(lim, seed) for lim in SHOWN if lim < n}
     keep = sorted({i for lim, s in draws for i in subsample(list(range(n)), lim, s)})
     lines = [
@@ -132,7 +119,7 @@ def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) ->
     root = str(Path(source).resolve()) + os.sep if source not in ("fixture", "hub") else ""
     where = where.replace(root, "").replace(str(PACKAGE / "fixtures") + os.sep, "")
     by_size = sorted(draws, key=lambda d: -(n if d[0] is None else d[0]))
-    entry = {"file": name, "of": n, "examples": len(keep), "draws": by_size, "ladder": steps}
+    entry = {"file": name, "of": n, "examples": len(keep), "draws": by_size}
     return entry | {"from": where}
 
 

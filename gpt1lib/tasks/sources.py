@@ -2,8 +2,8 @@
 
 Every source answers the same questions: a task's ``examples`` of a split (``limit`` of them,
 drawn with ``seed``), where they come from (``describe``, and ``location``: relative to the
-source, as records keep it, never a machine's path), how many a split holds (``count``) and
-which draws of it a plan may pick (``draws``: None where any limit loads); and for a corpus,
+source, as records keep it, never a machine's path) and how many a split holds (``count``);
+and for a corpus,
 the ``token_ids`` it stores and the ``tokenizer_folder`` they were made with, where it has
 them (None: it holds text, which the run tokenises). Two kinds:
 
@@ -53,9 +53,6 @@ class Files:
 
     def count(self, spec: TaskSpec, split: str) -> int:
         return len(self.examples(spec, split))
-
-    def draws(self, spec: TaskSpec, split: str) -> list | None:
-        return None  # any limit loads
 
     def describe(self, spec: TaskSpec, split: str) -> str:
         if self._val_only(spec):

@@ -1,0 +1,140 @@
+"""The recorded run's recipe (issue 32): every unit a scale runs, and its time predicted from
+measured rates, on the data's sizes alone: no run, no GPU.
+
+``REAL`` holds the sizes ``recipe.sizes`` read from the small bundle of ../shared/data
+(2026-11-26): each split's examples, sequences an example and padded tokens an example (lengths
+rounded up to 64, as on a GPU).
+"""
+
+import pytest
+
+from gpt1lib.harness import recipe
+from gpt1lib.scales import SCALES
+from gpt1lib.selection import best, chosen, next_trial, with_chosen
+
+REAL = {
+    ("cola", "dev"): (1043, 1, 64), ("cola", "train"): (8551, 1, 64),
+    ("dprd", "test"): (564, 2, 128), ("mnli_m", "dev"): (9815, 1, 67.84),
+    ("mnli_m", "train"): (10000, 1, 68.48), ("mnli_mm", "dev"): (9832, 1, 67.2),
+    ("mrpc", "dev"): (408, 2, 151.04), ("mrpc", "train"): (3668, 2, 148.48),
+    ("qnli", "dev"): (5463, 1, 74.88), ("qnli", "train"): (8999, 1, 72.32),
+    ("qqp", "dev"): (1000, 2, 128), ("qqp", "train"): (8999, 2, 130.56),
+    ("race", "dev"): (4887, 4, 1582.08), ("race", "test"): (4934, 4, 1547.52),
+    ("race", "train"): (87866, 4, 1534.08), ("race_h", "test"): (3498, 4, 1623.68),
+    ("race_m", "test"): (1436, 4, 1237.12), ("rte", "dev"): (277, 1, 90.24),
+    ("rte", "train"): (2490, 1, 98.56), ("snli", "test"): (9824, 1, 64),
+    ("snli", "train"): (8999, 1, 64), ("sst2", "dev"): (872, 1, 64),
+    ("sst2", "train"): (67349, 1, 64), ("story_cloze", "test"): (935, 2, 134.4),
+    ("story_cloze", "train"): (936, 2, 132.48), ("stsb", "dev"): (1500, 2, 129.28),
+    ("stsb", "train"): (5749, 2, 128),
+}  # fmt: skip
+SIZES = {k: {"n": n, "seqs": s, "tokens": t} for k, (n, s, t) in REAL.items()}
+TASKS = {t for t, _ in REAL} - {"dprd"}
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture
+def small():
+    S = SCALES["small"]
+    plan = recipe.units(S, TASKS)
+    rates, how = recipe.rates_for("small", H100)
+    return S, plan, rates, recipe.predict(plan, S, rates, SIZES), how
+
+
+def _of(plan, kind):
+    return [u for u in plan if u["kind"] == kind]
+
+
+def test_the_small_recipe_fits_one_lease_on_an_h100(small):
+    S, plan, rates, total, how = small
+    assert how == "H100, measured (small scale)"
+    assert total / 60 <= 12.0  # of a lease's ~14 minutes of run: start, idle and copies beside
+    parts = {u["part"] for u in plan}
+    assert parts == set(recipe.PARTS) and all(u["seconds"] > 0 for u in plan)
+    table = recipe.format_units(plan, S, how, rates["setup_s"])
+    assert f"{total / 60:.1f}" in table.splitlines()[-1] and "setup" in table
+    assert all(source for _, source in recipe.RATES["small", "H100"].values())  # each says where
+
+
+def test_the_small_recipe_holds_what_the_findings_need(small):
+    S, plan, *_ = small
+    gpt, lstm = _of(plan, "pretrain")
+    assert (gpt["arch"], lstm["arch"]) == ("gpt", "lstm") and S.pretrain.total_steps >= 2_500
+    assert S.pretrain.n_log_checkpoints >= 6 and S.zero_shot_examples >= 1_000
+    assert {u["arch"] for u in _of(plan, "zeroshot")} == {"gpt", "lstm"}
+    for task in ("cola", "stsb", "mrpc", "rte", "story_cloze"):  # whole
+        assert S.limits_for(task) == {"limit": None, "eval_limit": None}
+    for task in ("sst2", "mnli_m", "snli", "qnli", "qqp", "race"):
+        assert S.limits_for(task)["limit"] >= 2_500
+    transfer = _of(plan, "transfer")
+    assert len(transfer) >= 6 and {0, 12} <= {u["n_transfer"] for u in transfer}
+    assert S.transfer_limits["mnli_m"] == (2_500, 2_000)
+    # Table 5: the full row is chapters 05-07's runs; the others on its tasks and examples
+    ablations = _of(plan, "ablation")
+    assert {u["arm"] for u in ablations} == set(S.table5_arms) - {"full"}
+    assert {"no_pretraining", "lstm"} <= set(S.table5_arms)
+    assert {u["task"] for u in ablations} == set(S.ablation_tasks)
+    ids = [u["id"] for u in plan]
+    picks = [u["id"] for u in _of(plan, "selection")]
+    assert picks == [f"select:{a}" for a in S.table5_arms]
+    assert ids.index("pretrain:lstm") < ids.index(picks[0])  # the LSTM arm needs its model
+    assert ids.index(picks[-1]) < ids.index("finetune:sst2")  # the rest run with the choice
+
+
+def test_the_selection_takes_at_most_a_minute(small):
+    S, plan, *_ = small
+    assert sum(u["seconds"] for u in _of(plan, "selection")) <= 60
+    assert S.selection_tasks and S.selection_examples
+
+
+def test_a_prediction_follows_the_work(small):
+    S, plan, rates, total, _ = small
+    more = recipe.Predictor(S, rates, SIZES)
+    cola = next(u for u in plan if u["id"] == "finetune:cola")
+    assert more.unit(cola) == pytest.approx(cola["seconds"], abs=0.1)
+    # twice the examples: about twice the steps; a step of long sequences is GPU-bound
+    half = more.finetune("cola", 4_000, [], S.finetune)
+    assert more.finetune("cola", 8_000, [], S.finetune) - rates["ft_run_s"] == pytest.approx(
+        2 * (half - rates["ft_run_s"]), rel=0.01
+    )
+    race = more.finetune("race", 320, [], S.finetune) - rates["ft_run_s"]
+    assert race == pytest.approx(10 * 3 * 32 * 1534.08 * rates["ft_token_s"], rel=0.01)
+
+
+def test_no_rates_no_prediction_and_an_outcome_beside_each_prediction(small):
+    S, plan, *_ = small
+    assert recipe.rates_for("small", "NVIDIA A100") is None
+    bare = recipe.units(S, TASKS)
+    assert recipe.format_units(bare, S, "nothing", None).splitlines()[-1].split()[-1] == "-"
+    took = {u["id"]: u["seconds"] * 1.5 for u in plan if u["part"] == "pretrain"}
+    lines = recipe.format_outcome(plan, took).splitlines()
+    assert [line.split()[0] for line in lines] == ["part", "pretrain", "all"]
+    assert lines[1].split()[1] == "2" and lines[1].split()[-1] == "1.50"
+
+
+def test_the_selection_searches_the_rate_then_the_warm_up_then_the_epochs():
+    def row(value, **settings):
+        return {"value": value, "config": settings}
+
+    first = {"warmup": 0.002, "epochs": 3}
+    rows = []
+    for value in (30, 40, 35):
+        rows.append(row(value, **next_trial("rate", rows)))
+    assert [r["config"]["lr"] for r in rows] == [6.25e-5, 2.5e-4, 1e-3]
+    assert next_trial("rate", rows) is None and best(rows) == {"lr": 2.5e-4, **first}
+    trial = next_trial("schedule", rows)
+    assert trial == {"lr": 2.5e-4, "warmup": 0.1, "epochs": 3}
+    rows.append(row(45, **trial))  # the longer warm-up wins: the epochs are tried with it
+    assert next_trial("schedule", rows) == {"lr": 2.5e-4, "warmup": 0.1, "epochs": 6}
+    rows.append(row(44, **next_trial("schedule", rows)))
+    assert next_trial("schedule", rows) is None and len(rows) == 5
+    records = [
+        {**r, "metric": "selection_score", "config": {**r["config"], "arm": "full"}} for r in rows
+    ]
+    assert chosen(records) == {"full": {"lr": 2.5e-4, "warmup": 0.1, "epochs": 3}}
+    picked = {"full": {"lr": 2.5e-4, "warmup": 0.1, "epochs": 6}}
+    S = with_chosen(SCALES["small"], picked | {"lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3}})
+    assert (S.finetune.lr, S.finetune.epochs) == (2.5e-4, 6)
+    assert S.finetune_for("lstm").lr == 1e-3 and S.finetune_for("no_aux_lm").lr == 2.5e-4
+    with pytest.raises(ValueError, match="rate stage first"):
+        best([])
