@@ -144,8 +144,10 @@ def _how(entry: dict) -> str:
     given, or that a budgeted plan ran it in one process."""
     params = entry.get("parameters", {})
     how = f"recorded run, commit {str(entry.get('commit'))[:7]}"
-    if "budget" in params:  # plan_run: the chapter's training, not its notebook
-        data = "a bundle" if str(params.get("source", "")).startswith("bundle") else "the data"
+    data = "a bundle" if str(params.get("source", "")).startswith("bundle") else "the data"
+    if "recipe" in params:  # harness.runner: the chapter's experiments, not its notebook
+        return f"{how}: the scale's recipe in one process, from {data}"
+    if "budget" in params:  # the budgeted plan it replaced (the runs before ab661a0)
         return f"{how}: a budgeted plan (BUDGET={params['budget']:g}) in one process, from {data}"
     extra = {k: v for k, v in params.items() if k not in _ROUTINE}
     said = " ".join(f"-p {k} {json.dumps(v)}" for k, v in extra.items())
@@ -164,9 +166,11 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
         manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
         entry = manifest.get(chapter)
         if entry is None:
-            planned = any("budget" in e.get("parameters", {}) for e in manifest.values())
+            planned = any(
+                {"budget", "recipe"} & set(e.get("parameters", {})) for e in manifest.values()
+            )
             when = {"smoke": "seconds to a minute (the book build)"}.get(scale, "not recorded yet")
-            why = "not part of the budgeted plan, which runs the training alone" if planned else ""
+            why = "not part of the recorded run, which runs the training alone" if planned else ""
             rows[scale] = (HARDWARE[scale], when, why)
             continue
         devices = read_records(root / scale).get("device", pd.Series(dtype=object)).dropna()
