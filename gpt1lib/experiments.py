@@ -1,6 +1,6 @@
 """One function per chapter experiment, each taking a ``Scale`` and a data source.
 
-A chapter calls its experiment, and so does the budgeted plan (``harness.plan_run``, one unit at
+A chapter calls its experiment, and so does the recorded run (``harness.runner``, one unit at
 a time), so the two paths cannot disagree about what a chapter runs: its tasks, its arms and
 their fine-tuning protocols come from the ``Scale`` alone, its runs land in the same folders
 (``out_dir/<scale>/<experiment>/...``) with the same records.
@@ -327,7 +327,7 @@ def objective(
     **kw,
 ) -> dict[float, FinetuneResult]:
     """Chapter 04: ``task`` fine-tuned with each lambda of ``coefs`` (the paper's 0.5 and 0),
-    into ``out_dir/<scale>/objective/lambda<coef>``. The budgeted plan asks for 0 alone: its
+    into ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone: its
     lambda = 0.5 run is chapter 05's (the same run; the book points there)."""
     out = {}
     for coef in coefs:

@@ -135,7 +135,7 @@ def heuristic_title(heuristic: str) -> str:
 def objective_runs(records) -> pd.DataFrame:
     """Chapter 04's comparison in each run: a task fine-tuned with lambda = 0.5 and with
     lambda = 0, and their paired difference. The lambda = 0.5 run is chapter 05's fine-tuning of
-    the task, the same run (the budgeted plan runs it once); a run that made chapter 04's own
+    the task, the same run (the recorded run runs it once); a run that made chapter 04's own
     as well (the small run at ee22f51: the same records twice) has it read from chapter 05."""
     cols = ["run", "task", "λ = 0.5", "λ = 0", "λ = 0.5 minus λ = 0", "train / eval examples"]
     zero = final_metrics(records, "objective lambda=0.0")
@@ -336,7 +336,7 @@ def zero_shot_last(records) -> pd.DataFrame:
 def scored_split(rec: dict) -> str:
     """The split a zero-shot record scored. Records made before it was kept in ``config``
     (``examples_split``) name the task's eval split, which is wrong for RACE: the chapter and
-    the budgeted plan have always scored RACE's dev split (its test split is Table 3's), so
+    the recorded runs have always scored RACE's dev split (its test split is Table 3's), so
     such a RACE record scored dev."""
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     if "examples_split" in config:

@@ -377,15 +377,13 @@ def finetune(
     limits: dict[str, int | None] | None = None,
     init: str | None = None,
 ) -> FinetuneResult:
-    """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch
-    (``cfg.score_every_epoch``; else after the last one only).
+    """Fine-tune ``pretrained`` on ``task`` with L3; evaluate on ``evals`` after each epoch.
 
-    ``evals`` maps a split name to labelled examples, each scored after every epoch; the
-    result's ``final`` holds the first one's metrics after the last epoch (no epoch is chosen
-    on any split). With ``out_dir``, the records go to ``out_dir/records.jsonl``: each split's
-    metrics after every epoch, and after the last one its predictions (``per_example_record``).
-    Their config keeps ``limits`` (``run_task``'s), so that reruns on other subsamples are told
-    apart, and ``init``, where fine-tuning started (e.g. "GPT-1's released weights").
+    ``evals`` maps a split name to labelled examples, each scored after every epoch (the last
+    alone without ``cfg.score_every_epoch``); ``final`` holds the first one's metrics after the
+    last epoch (none is chosen on any split). With ``out_dir``, the records go to
+    ``out_dir/records.jsonl``: each split's metrics, and after the last epoch its predictions
+    (``per_example_record``); their config keeps ``limits`` (``run_task``'s) and ``init``.
     """
     task = get_task(task) if isinstance(task, str) else task
     device = pick_device(device)

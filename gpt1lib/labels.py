@@ -3,7 +3,7 @@
 A recorded run is one column of a table and one panel or curve of a figure. ``run_label`` names
 it by its scale, device, commit and seed, and by the settings a user changed from the scale's
 recipe (λ, the blocks transferred, STS-B's head, the example limits a user set, the model), so
-that two reruns never share a column. It never names what a budgeted plan chose for the run
+that two reruns never share a column. It never names what a recorded run chose for the run
 (each task's training examples): that is the run's data, shown in a column of its own
 (``paper.train_examples``). ``short_names`` gives a table short column heads ("cpu run",
 "small run") whose full labels its caption spells out. ``chapter_times`` is the table each
@@ -65,7 +65,7 @@ def _differences(rec: dict, config: dict) -> list[str]:
     kind = kind.partition(" ")[0]
     default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
     varied = _VARIED.get(kind, ())
-    if "plan_part" in config:  # a budgeted plan's protocol, chosen on held-out train: the run's
+    if "plan_part" in config:  # a recorded run's protocol, chosen on held-out train: the run's
         varied += ("lr", "warmup", "epochs")
     out = []
     for name, fmt in _SETTINGS.items():
@@ -73,7 +73,7 @@ def _differences(rec: dict, config: dict) -> list[str]:
             if name == "n_transfer" and config[name] is None:
                 continue
             out.append(fmt.format(config[name]))
-    # the examples, where a user changed the scale's; a budgeted plan's own choice of them
+    # the examples, where a user changed the scale's; a recorded run's own choice of them
     # (``plan_part``) is the run's data, shown in a column of its own, never in its label
     if rec.get("task") and "limits" in config and "plan_part" not in config:
         limits = scale.limits_for(rec["task"])
@@ -95,7 +95,7 @@ def run_label(rec) -> str:
     STS-B's head, the example limits, the model, ...), so that two reruns never share a column.
     An experiment that varies a setting itself (layer transfer: the blocks; the ablations:
     lambda and the blocks; the objective: lambda) keeps one label for all its points, and so
-    does a budgeted plan
+    does a recorded run (``harness.runner``)
     whatever examples it chose for each task."""
     device = device_label(str(rec.get("device") or "?"))
     sha, _, dirty = str(rec.get("commit") or "?").partition("+")
@@ -104,7 +104,7 @@ def run_label(rec) -> str:
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     seed = rec.get("seed")
     if (seed is None or seed != seed) and "plan_part" in config and rec.get("scale") in SCALES:
-        # a budgeted plan's zero-shot records (at ee22f51) kept no seed: it drew their examples
+        # the budgeted plan's zero-shot records (at ee22f51) kept no seed: it drew their examples
         # with the scale's, so they are the same run as the plan's other parts
         seed = SCALES[rec["scale"]].finetune.seed
     if seed is not None and seed == seed:  # not None, not NaN
@@ -141,7 +141,7 @@ _ROUTINE = {"scale", "out_dir", "results_dir", "source", "corpus"}
 
 def _how(entry: dict) -> str:
     """How a recorded chapter was run: "recorded run, commit abc1234", and the parameters it was
-    given, or that a budgeted plan ran it in one process."""
+    given, or that the runner ran it in one process."""
     params = entry.get("parameters", {})
     how = f"recorded run, commit {str(entry.get('commit'))[:7]}"
     data = "a bundle" if str(params.get("source", "")).startswith("bundle") else "the data"
@@ -206,7 +206,7 @@ def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
 
 def fine_tuning_start(rec) -> str:
     """Where the fine-tuning of a record's run started: the ``init`` its config names; for a
-    budgeted plan's records, which have none, the plan's own pre-training (the plan fine-tunes
+    recorded run's records, which have none, the plan's own pre-training (the plan fine-tunes
     from the model it has just pre-trained); else the scale's default, said to be assumed."""
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     if config.get("init"):

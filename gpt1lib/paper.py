@@ -196,7 +196,7 @@ def summary_table(records) -> pd.DataFrame:
 
 def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
     """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``.
-    A run with no full row of its own (a budgeted plan's: the full arm IS chapters 05-07's
+    A run with no full row of its own (a recorded run's: the full arm IS chapters 05-07's
     fine-tuning, run once) takes that row from its fine-tuning."""
     got = final_metrics(records, (*ABLATIONS.values(), "finetune"))
     runs: dict[str, dict[str, dict[str, dict]]] = {}

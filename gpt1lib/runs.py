@@ -20,12 +20,13 @@ from .scales import SCALES
 from .tokenizer import GPT1Tokenizer
 from .weights import load_pretrained
 
-#: What pre-training costs at each scale, said before a chapter starts it (small: its 98 PFLOP
-#: at 25-35% of a GPU's peak, gpt1lib.flops; cpu: measured on two cores).
+#: What pre-training costs at each scale, said before a chapter starts it (small: measured on an
+#: H100, results/small; its 20 PFLOP at a quarter of a T4's peak, gpt1lib.flops; cpu: measured
+#: on two cores).
 PRETRAIN_TIME = {
     "smoke": "seconds on a CPU",
     "cpu": "about 17 minutes on two CPU cores, the LSTM about 14 more",
-    "small": "about 15 minutes on an A100 or H100, 2 hours or more on a T4",
+    "small": "about 2.5 minutes on an H100, the LSTM 2.6 more; 20 minutes or more on a T4",
     "paper": "about 30 days on 8 GPUs (the paper's); run it apart, with torchrun",
 }
 #: The released model: 117 M float32 parameters on the hub.

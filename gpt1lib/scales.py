@@ -150,7 +150,7 @@ SCALES: dict[str, Scale] = {
         # a larger rate and more epochs, so that a tiny model learns the fixtures in seconds
         finetune=FinetuneConfig(lr=2e-3, epochs=4, batch_size=8),
         transfer_train_examples=32,
-        selection_tasks=("cola", "stsb", "sst2"),  # what the rehearsal of a budgeted plan runs
+        selection_tasks=("cola", "stsb", "sst2"),  # what the rehearsal of the recorded run runs
         bench={"cpu": (4, 64, 3), "cuda": (8, 64, 10)},
     ),
     "cpu": Scale(

@@ -2,7 +2,7 @@
 
 The paper's protocol (a rate of 6.25e-5, 3 epochs, 0.2% warm-up) was made for a 117 M-parameter
 model pre-trained for a month; a smaller model, or one trained from scratch, may want another.
-So a budgeted plan (``harness.plan``) searches the same way for every arm of Table 5 (the
+So the recorded run (``harness.recipe``) searches the same way for every arm of Table 5 (the
 pre-trained transformer, the same without the auxiliary LM, from scratch, and the LSTM):
 
 * the data: ``Scale.selection_examples`` training examples of each of ``Scale.selection_tasks``

@@ -42,15 +42,15 @@ def small():
 
 
 def _of(plan, kind):
-    return [u for u in plan if u["kind"] == kind]
+    return [u for u in plan if recipe.kind(u) == kind]
 
 
 def test_the_small_recipe_fits_one_lease_on_an_h100(small):
     S, plan, rates, total, how = small
     assert how == "H100, measured (small scale)"
     assert total / 60 <= 12.0  # of a lease's ~14 minutes of run: start, idle and copies beside
-    parts = {u["part"] for u in plan}
-    assert parts == set(recipe.PARTS) and all(u["seconds"] > 0 for u in plan)
+    parts = {recipe.PART[recipe.kind(u)] for u in plan}
+    assert parts == set(recipe.PART.values()) and all(u["seconds"] > 0 for u in plan)
     table = recipe.format_units(plan, S, how, rates["setup_s"])
     assert f"{total / 60:.1f}" in table.splitlines()[-1] and "setup" in table
     assert all(source for _, source in recipe.RATES["small", "H100"].values())  # each says where
@@ -75,7 +75,7 @@ def test_the_small_recipe_holds_what_the_findings_need(small):
     assert {"no_pretraining", "lstm"} <= set(S.table5_arms)
     assert {u["task"] for u in ablations} == set(S.ablation_tasks)
     ids = [u["id"] for u in plan]
-    picks = [u["id"] for u in _of(plan, "selection")]
+    picks = [u["id"] for u in _of(plan, "select")]
     assert picks == [f"select:{a}" for a in S.table5_arms]
     assert ids.index("pretrain:lstm") < ids.index(picks[0])  # the LSTM arm needs its model
     assert ids.index(picks[-1]) < ids.index("finetune:sst2")  # the rest run with the choice
@@ -83,7 +83,7 @@ def test_the_small_recipe_holds_what_the_findings_need(small):
 
 def test_the_selection_takes_at_most_a_minute(small):
     S, plan, *_ = small
-    assert sum(u["seconds"] for u in _of(plan, "selection")) <= 60
+    assert sum(u["seconds"] for u in _of(plan, "select")) <= 60
     assert S.selection_tasks and S.selection_examples
 
 
@@ -106,7 +106,7 @@ def test_no_rates_no_prediction_and_an_outcome_beside_each_prediction(small):
     assert recipe.rates_for("small", "NVIDIA A100") is None
     bare = recipe.units(S, TASKS)
     assert recipe.format_units(bare, S, "nothing", None).splitlines()[-1].split()[-1] == "-"
-    took = {u["id"]: u["seconds"] * 1.5 for u in plan if u["part"] == "pretrain"}
+    took = {u["id"]: u["seconds"] * 1.5 for u in _of(plan, "pretrain")}
     lines = recipe.format_outcome(plan, took).splitlines()
     assert [line.split()[0] for line in lines] == ["part", "pretrain", "all"]
     assert lines[1].split()[1] == "2" and lines[1].split()[-1] == "1.50"

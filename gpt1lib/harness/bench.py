@@ -170,7 +170,7 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
 def speed_run(
     S, device, *, batch=None, seq=None, steps=None, compile: bool | None = None, log=print
 ) -> list[dict]:
-    """The appendix's speed run, which the budgeted plan runs too: on a GPU the training step
+    """The appendix's speed run, its own command: on a GPU the training step
     of ``S.bench_preset`` (the paper's, 64 x 512 tokens), on a CPU the scale's own, against
     transformers (``batch``, ``seq``, ``steps``: None, the scale's for the device), with the
     fine-tuning contenders; compiled as well where ``compile`` (None: on CUDA), pre-training

@@ -1,20 +1,10 @@
 """A scale's whole reproduction as a fixed list of units, each with its predicted seconds.
 
-``units(S, tasks)`` lists what ``make record`` runs, in order; every setting comes from the
-``Scale`` (the ``small`` one is sized to one GPU lease), nothing is chosen at run time but the
-fine-tuning protocols, which the selection units choose on examples held out from train:
-
-* ``pretrain``: the transformer and Table 5's LSTM, as many updates each (chapter 03, 11);
-* ``selection``: each Table 5 arm's rate, by the same search (``selection``, chapter 12);
-* ``finetune``: chapters 05-08's tasks, and chapter 04's lambda = 0 on its task (its lambda =
-  0.5 run is chapter 05's);
-* ``ablations``: Table 5's other three rows on the full row's tasks and examples (chapter 12);
-* ``zeroshot``: the heuristics at each log-spaced checkpoint of both models (chapter 11);
-* ``transfer``: layer transfer at the scale's points (chapter 10).
-
-``predict`` gives each unit its seconds on a device from ``RATES`` (what that device measured in
-the library's own loops, each rate with its date and source) and the data's sizes (``sizes``:
-examples, sequences and padded tokens of each split, read from the source, no timing).
+``units(S, tasks)`` lists what ``make record`` runs, in order, each setting the ``Scale``'s
+(``small``'s is sized to one GPU lease); a unit's kind is its id's first part (``PART``). Only
+each Table 5 row's fine-tuning rate is chosen at run time (``select``), on examples held out
+from train. ``predict`` gives each unit its seconds from ``RATES`` (what a device measured in
+the library's own loops, each rate with its date and source) and the data's ``sizes``.
 """
 
 from __future__ import annotations
@@ -24,15 +14,15 @@ import statistics
 
 from ..experiments import ARM_MODEL
 from ..finetune import encode_all
+from ..scales import FAMILY_TASKS
 from ..selection import HELD_OUT
-from ..selection import RATES as SEARCHED_RATES
-from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source
+from ..selection import RATES as SEARCHED
+from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable
 from ..transforms import padded_length
 from ..zeroshot import ZERO_SHOT_SPLITS
 
-#: Measured rates, one table a device and scale: name -> (value, when and where it was
-#: measured). The H100's are ../shared/notes/gpu-lease-2026-11-24.md (code ee22f51) and
-#: gpu-lease-2026-11-26.md (code a5300d5), in the loops this module's units call.
+#: Measured rates, one table a scale and device: name -> (value, when and where measured). The
+#: H100's: ../shared/notes/gpu-lease-2026-11-24.md (code ee22f51) and -11-26.md (a5300d5).
 RATES = {
     ("small", "H100"): {
         "setup_s": (20.0, "assumed: imports, CUDA and the bundle's tokenizer (not timed)"),
@@ -57,296 +47,206 @@ RATES = {
     },
     # this project's 2-core CPU: fit to the units of tools/rehearse_gpu.sh at smoke, 2026-11-26
     ("smoke", "cpu"): {
-        "setup_s": (5.0, "imports and the bundle"),
-        "gpt_start_s": (0.3, "fit"), "gpt_update_s": (0.01, "fit"),
-        "lstm_start_s": (0.2, "fit"), "lstm_update_s": (0.01, "fit"),
-        "save_s": (0.02, "fit"), "ft_run_s": (0.12, "fit"),
-        "ft_step_s": (0.004, "fit"), "ft_seq_s": (0.0001, "fit"),
+        "setup_s": (5.0, "fit"), "gpt_start_s": (0.3, "fit"), "gpt_update_s": (0.01, "fit"),
+        "lstm_start_s": (0.2, "fit"), "lstm_update_s": (0.01, "fit"), "save_s": (0.02, "fit"),
+        "ft_run_s": (0.12, "fit"), "ft_step_s": (0.004, "fit"), "ft_seq_s": (0.0001, "fit"),
         "ft_token_s": (1e-6, "fit"), "eval_batch_s": (0.002, "fit"),
-        "eval_token_s": (1e-6, "fit"), "zs_token_s": (3e-6, "fit"),
-        "lstm_ft_ratio": (0.8, "fit"),
+        "eval_token_s": (1e-6, "fit"), "zs_token_s": (3e-6, "fit"), "lstm_ft_ratio": (0.8, "fit"),
     },
 }  # fmt: skip
-#: The parts of a run, in the order a report lists them (a unit's ``part``).
-PARTS = ("pretrain", "selection", "finetune", "ablations", "zeroshot", "transfer")
-CHAPTER = {
-    "pretrain:gpt": "03_pretraining",
-    "pretrain:lstm": "11_zero_shot",
-    "selection": "12_ablations",
-    "objective": "04_finetuning",
-    "zeroshot": "11_zero_shot",
-    "transfer": "10_layer_transfer",
-    "ablation": "12_ablations",
-}
-FAMILY_CHAPTER = {
-    "classification": "05_classification",
-    "entailment": "06_entailment",
-    "similarity": "07_similarity",
-    "multiple_choice": "08_multiple_choice",
-}
+#: Each kind's part of a run, in the order a report lists the parts.
+PART = {
+    "pretrain": "pretrain", "select": "selection", "finetune": "finetune",
+    "objective": "finetune", "ablation": "ablations", "zeroshot": "zeroshot",
+    "transfer": "transfer",
+}  # fmt: skip
+#: Chapters 05-08, one a task family.
+FAMILY_CHAPTER = {family: f"{i:02d}_{family}" for i, family in enumerate(FAMILY_TASKS, 5)}
 
 
 def rates_for(scale: str, device: str) -> tuple[dict[str, float], str] | None:
-    """The measured rates of ``device`` (a name such as "NVIDIA H100 80GB HBM3", or "cpu") at
-    ``scale``, and where they come from; None where none was measured."""
+    """The rates ``device`` ("NVIDIA H100 80GB HBM3", "cpu") measured at ``scale``, or None."""
     for (name, key), table in RATES.items():
         if name == scale and key.lower() in device.lower():
             return {k: v for k, (v, _) in table.items()}, f"{key}, measured ({scale} scale)"
     return None
 
 
-# ---------------------------------------------------------------- the units
+def kind(u: dict) -> str:
+    return u["id"].split(":")[0]
 
 
 def units(S, tasks: set[str]) -> list[dict]:
-    """Every unit of a run of ``S``, in order: its ``id``, ``kind``, ``part``, the ``chapter``
-    whose records it writes, and what it runs; ``tasks``: those the source holds."""
+    """Each unit of ``S`` on ``tasks`` in order: ``id``, the ``chapter`` it records, settings."""
     out = []
 
-    def add(uid, kind, part, chapter, **settings):
-        out.append({"id": uid, "kind": kind, "part": part, "chapter": chapter, **settings})
+    def add(uid: str, chapter: str, **settings) -> None:
+        out.append({"id": uid, "chapter": chapter, **settings})
 
-    for arch in ("gpt", "lstm"):
-        add(f"pretrain:{arch}", "pretrain", "pretrain", CHAPTER[f"pretrain:{arch}"], arch=arch)
-    if [t for t in S.selection_tasks if t in tasks]:
-        for arm in S.table5_arms:
-            add(f"select:{arm}", "selection", "selection", CHAPTER["selection"], arm=arm)
+    add("pretrain:gpt", "03_pretraining", arch="gpt")
+    add("pretrain:lstm", "11_zero_shot", arch="lstm")
+    for arm in S.table5_arms if set(S.selection_tasks) <= tasks else ():
+        add(f"select:{arm}", "12_ablations", arm=arm)
     for family, names in S.family_tasks.items():
-        for task in (t for t in names if t in tasks):
-            also = [o for o in SCORED_BESIDE.get(task, ()) if o in tasks]
-            add(
-                f"finetune:{task}",
-                "finetune",
-                "finetune",
-                FAMILY_CHAPTER[family],
-                task=task,
-                also=also,
-            )
+        for t in (t for t in names if t in tasks):
+            also = [o for o in SCORED_BESIDE.get(t, ()) if o in tasks]
+            add(f"finetune:{t}", FAMILY_CHAPTER[family], task=t, also=also)
     for arm in S.table5_arms[1:]:  # the full row is chapters 05-07's runs
-        for task in (t for t in S.ablation_tasks if t in tasks):
-            add(
-                f"ablation:{arm}:{task}",
-                "ablation",
-                "ablations",
-                CHAPTER["ablation"],
-                arm=arm,
-                task=task,
-            )
+        for t in (t for t in S.ablation_tasks if t in tasks):
+            add(f"ablation:{arm}:{t}", "12_ablations", arm=arm, task=t)
     for arch in ("gpt", "lstm"):
-        add(f"zeroshot:{arch}", "zeroshot", "zeroshot", CHAPTER["zeroshot"], arch=arch)
-    for task in (t for t in S.transfer_tasks if t in tasks):
+        add(f"zeroshot:{arch}", "11_zero_shot", arch=arch)
+    for t in (t for t in S.transfer_tasks if t in tasks):
         for k in S.transfer_at():
-            add(
-                f"transfer:{task}:{k}",
-                "transfer",
-                "transfer",
-                CHAPTER["transfer"],
-                task=task,
-                n_transfer=k,
-            )
-    if S.objective_task in tasks:
-        add(
-            f"objective:{S.objective_task}:lambda0.0",
-            "objective",
-            "finetune",
-            CHAPTER["objective"],
-            task=S.objective_task,
-            lm_coef=0.0,
-        )
+            add(f"transfer:{t}:{k}", "10_layer_transfer", task=t, n_transfer=k)
+    if (t := S.objective_task) in tasks:  # its lambda = 0.5 run is chapter 05's
+        add(f"objective:{t}:lambda0.0", "04_finetuning", task=t)
     return out
 
 
-# ---------------------------------------------------------------- the data's sizes
+def available(S, source) -> set[str]:
+    """The tasks of ``S``'s units whose data ``source`` holds."""
+    names = [*(t for ts in S.family_tasks.values() for t in ts), *S.selection_tasks]
+    names += [*S.ablation_tasks, *S.transfer_tasks]
+    names += [o for t in names for o in SCORED_BESIDE.get(t, ())]
+    return {t for t in names if not unavailable(t, source)}
 
 
 def sizes(S, source, tok, multiple: int) -> dict[tuple[str, str], dict]:
-    """(task, split) -> the examples a run of ``S`` reads from ``source`` (``n``: the split's
-    own count), sequences an example, and padded tokens an example (lengths rounded up to
-    ``multiple``, the device's; from up to 100 encoded examples)."""
+    """(task, split) -> its examples ``n``, sequences an example and padded tokens an example
+    (lengths rounded up to ``multiple``, the device's), from up to 100 encoded examples."""
     n_ctx, src, out = S.model_config().n_ctx, open_source(source), {}
-    wanted = {(t, s) for t in _finetuned(S) for s in ("train", get_task(t).eval_split)}
-    wanted |= {(o, get_task(o).eval_split) for t in _finetuned(S) for o in SCORED_BESIDE.get(t, ())}
-    wanted |= {(t, "dev") for t in S.transfer_tasks} | set(ZERO_SHOT_SPLITS.items())
-    wanted |= {("cola", "train"), ("sst2", "train")}  # the zero-shot thresholds' examples
-    for task, split in sorted(wanted):
+    tuned = [t for ts in S.family_tasks.values() for t in ts]
+    want = {(t, s) for t in tuned for s in ("train", get_task(t).eval_split)}
+    want |= {(o, get_task(o).eval_split) for t in tuned for o in SCORED_BESIDE.get(t, ())}
+    want |= {(t, "dev") for t in S.transfer_tasks} | set(ZERO_SHOT_SPLITS.items())
+    for task, split in sorted(want | {("cola", "train"), ("sst2", "train")}):
         try:
             sample = load_examples(task, split, source, 100, S.finetune.seed)
         except (FileNotFoundError, RuntimeError, ValueError):
             continue
         items = encode_all(sample, get_task(task), tok, n_ctx)
         padded = [sum(padded_length(len(s), multiple, n_ctx) for s in i.seqs) for i in items]
-        out[task, split] = {
-            "n": src.count(get_task(task), split),
-            "seqs": len(items[0].seqs),
-            "tokens": statistics.mean(padded),
-        }
+        out[task, split] = {"n": src.count(get_task(task), split), "seqs": len(items[0].seqs)}
+        out[task, split]["tokens"] = statistics.mean(padded)
     return out
 
 
-def _finetuned(S) -> list[str]:
-    return [t for names in S.family_tasks.values() for t in names]
-
-
-def available(S, source) -> set[str]:
-    """The tasks of ``S``'s units that ``source`` holds (their train and eval splits)."""
-    from ..tasks import unavailable
-
-    names = {*_finetuned(S), *S.selection_tasks, *S.ablation_tasks, *S.transfer_tasks}
-    names |= {o for t in _finetuned(S) for o in SCORED_BESIDE.get(t, ())}
-    return {t for t in names if not unavailable(t, source)}
-
-
-# ---------------------------------------------------------------- predictions
-
-
 class Predictor:
-    """Seconds of each kind of work from ``rates`` and ``sizes``, as the loops do it."""
+    """Seconds of each unit from ``rates`` and ``sizes``, as the loops do the work."""
 
     def __init__(self, S, rates: dict[str, float], sizes_: dict) -> None:
         self.S, self.r, self.sizes = S, rates, sizes_
 
     def n(self, task: str, split: str, limit) -> int:
-        n = self.sizes[task, split]["n"]
-        return n if limit is None else min(limit, n)
+        return min(limit or math.inf, self.sizes[task, split]["n"])
 
     def scoring(self, task: str, split: str, n: int) -> float:
-        r, bs = self.r, self.S.finetune.eval_batch_size
-        tokens = n * self.sizes[task, split]["tokens"]
-        return math.ceil(n / bs) * r["eval_batch_s"] + tokens * r["eval_token_s"]
+        tokens = n * self.sizes[task, split]["tokens"] * self.r["eval_token_s"]
+        return math.ceil(n / self.S.finetune.eval_batch_size) * self.r["eval_batch_s"] + tokens
 
-    def finetune(self, task: str, n: int, evals: list, cfg, arch="gpt", beside=(), train=0):
-        """A run on ``n`` training examples of ``task`` with ``cfg``, scoring ``evals`` ((task,
-        split, examples)) each epoch, ``beside`` after the last, ``train`` examples each epoch."""
+    def finetune(self, task, n, evals, cfg, arch="gpt", beside=(), train=0) -> float:
+        """A run on ``n`` training examples of ``task``: its updates, launch- or GPU-bound;
+        ``evals`` ((task, split, examples)) scored after each epoch (or the last), ``beside``
+        after the last, ``train`` training examples each epoch."""
         r, st = self.r, self.sizes[task, "train"]
         seqs, tokens = cfg.batch_size * st["seqs"], cfg.batch_size * st["tokens"]
         step = max(r["ft_step_s"] + r["ft_seq_s"] * max(0, seqs - 32), r["ft_token_s"] * tokens)
-        seconds = n // cfg.batch_size * cfg.epochs * step
         scored = [*evals, *([(task, "train", train)] if train else [])]
         times = cfg.epochs if cfg.score_every_epoch else 1
-        seconds += times * sum(self.scoring(*e) for e in scored)
-        seconds += sum(self.scoring(*e) for e in beside)
-        return seconds * (r["lstm_ft_ratio"] if arch == "lstm" else 1.0) + r["ft_run_s"]
-
-    def task_run(self, task: str, cfg, arch="gpt", also=()) -> float:
-        limits = self.S.limits_for(task)
-        split = get_task(task).eval_split
-        evals = [(task, split, self.n(task, split, limits["eval_limit"]))]
-        beside = [
-            (o, get_task(o).eval_split, self.n(o, get_task(o).eval_split, limits["eval_limit"]))
-            for o in also
-        ]
-        n = self.n(task, "train", limits["limit"])
-        return self.finetune(task, n, evals, cfg, arch, beside)
-
-    def pretrain(self, arch: str) -> float:
-        p, r = self.S.pretrain, self.r
-        saves = p.total_steps // p.ckpt_interval + 1 + p.n_log_checkpoints / 3
-        return r[f"{arch}_start_s"] + p.total_steps * r[f"{arch}_update_s"] + saves * r["save_s"]
-
-    def selection(self, arm: str) -> float:
-        cfg, seconds = self.S.finetune_for(arm), 0.0
-        for task in self.S.selection_tasks:
-            read = self.n(task, "train", self.S.selection_examples)
-            held = int(read * HELD_OUT)
-            run = self.finetune(task, read - held, [(task, "train", held)], cfg, ARM_MODEL[arm])
-            seconds += len(SEARCHED_RATES) * run
-        return seconds
+        s = n // cfg.batch_size * cfg.epochs * step + times * sum(self.scoring(*e) for e in scored)
+        s += sum(self.scoring(*e) for e in beside)
+        return s * (r["lstm_ft_ratio"] if arch == "lstm" else 1.0) + r["ft_run_s"]
 
     def zeroshot(self) -> float:
-        """The heuristics at every log-spaced checkpoint: a forward pass to the full logits of
-        each example's sequences (the thresholds' training examples too)."""
-        total, limit = 0.0, self.S.zero_shot_examples
+        """At each checkpoint, every example's sequences to the full logits (thresholds' too)."""
         sets = [*ZERO_SHOT_SPLITS.items(), ("cola", "train"), ("sst2", "train")]
+        one = self.r["save_s"] / 3  # loading the checkpoint
         for task, split in (s for s in sets if s in self.sizes):
-            n = self.n(task, split, limit)
-            total += n * self.sizes[task, split]["tokens"] * self.r["zs_token_s"]
-            total += math.ceil(n / 64) * self.r["eval_batch_s"]
-        return self.S.pretrain.n_log_checkpoints * (total + self.r["save_s"] / 3)
+            n = self.n(task, split, self.S.zero_shot_examples)
+            one += n * self.sizes[task, split]["tokens"] * self.r["zs_token_s"]
+            one += math.ceil(n / 64) * self.r["eval_batch_s"]
+        return self.S.pretrain.n_log_checkpoints * one
 
     def unit(self, u: dict) -> float:
-        kind, S = u["kind"], self.S
-        if kind == "pretrain":
-            return self.pretrain(u["arch"])
-        if kind == "selection":
-            return self.selection(u["arm"])
-        if kind == "zeroshot":
+        S, r, k = self.S, self.r, kind(u)
+        if k == "pretrain":  # its start (data, compiling), its updates, its checkpoints
+            p, a = S.pretrain, u["arch"]
+            saves = p.total_steps // p.ckpt_interval + 1 + p.n_log_checkpoints / 3
+            return r[f"{a}_start_s"] + p.total_steps * r[f"{a}_update_s"] + saves * r["save_s"]
+        if k == "select":
+            seconds, cfg = 0.0, S.finetune_for(u["arm"])
+            for t in S.selection_tasks:
+                held = int((read := self.n(t, "train", S.selection_examples)) * HELD_OUT)
+                one = self.finetune(t, read - held, [(t, "train", held)], cfg, ARM_MODEL[u["arm"]])
+                seconds += len(SEARCHED) * one
+            return seconds
+        if k == "zeroshot":
             return self.zeroshot()
-        if kind == "finetune":
-            return self.task_run(u["task"], S.finetune, also=u["also"])
-        if kind == "objective":
-            return self.task_run(u["task"], S.finetune)
-        if kind == "ablation":
-            return self.task_run(u["task"], S.finetune_for(u["arm"]), ARM_MODEL[u["arm"]])
-        train, evals = S.transfer_limits.get(u["task"], (None, None))
-        dev = [(u["task"], "dev", self.n(u["task"], "dev", evals))]
-        n = self.n(u["task"], "train", train)
-        return self.finetune(u["task"], n, dev, S.finetune, train=S.transfer_train_examples)
+        if k == "transfer":
+            train, evals = S.transfer_limits.get(u["task"], (None, None))
+            dev = [(u["task"], "dev", self.n(u["task"], "dev", evals))]
+            n = self.n(u["task"], "train", train)
+            return self.finetune(u["task"], n, dev, S.finetune, train=S.transfer_train_examples)
+        arm, limits = u.get("arm", "full"), S.limits_for(u["task"])
+        ev = [(t, get_task(t).eval_split) for t in (u["task"], *u.get("also", ()))]
+        ev = [(t, s, self.n(t, s, limits["eval_limit"])) for t, s in ev]
+        n, cfg = self.n(u["task"], "train", limits["limit"]), S.finetune_for(arm)
+        return self.finetune(u["task"], n, ev[:1], cfg, ARM_MODEL[arm], ev[1:])
 
 
 def predict(plan: list[dict], S, rates: dict[str, float], sizes_: dict) -> float:
-    """Each unit's ``seconds`` set; returns the run's, with its set-up."""
+    """Each unit's ``seconds`` set; returns the run's, its set-up included."""
     p = Predictor(S, rates, sizes_)
     for u in plan:
         u["seconds"] = round(p.unit(u), 1)
     return rates["setup_s"] + sum(u["seconds"] for u in plan)
 
 
-# ---------------------------------------------------------------- as people read it
+def _parts(plan: list[dict]) -> dict[str, list[dict]]:
+    return {p: [u for u in plan if PART[kind(u)] == p] for p in dict.fromkeys(PART.values())}
 
 
 def format_units(plan: list[dict], S, how: str, setup_s: float | None) -> str:
-    """The run as a table: each part, its units and predicted minutes, and the total."""
-    lines = [
-        f"the {S.name} recipe, {len(plan)} units; predicted from {how}:",
-        f"{'part':10s} {'units':>5s} {'minutes':>7s}  what",
-    ]
-    total = setup_s
+    """The run as a table: each part, its units, its predicted minutes (- where none)."""
+    mins = (lambda s: f"{s / 60:.1f}") if setup_s is not None else (lambda s: "-")
+    lines = [f"the {S.name} recipe, {len(plan)} units; predicted from {how}:"]
+    lines.append(f"{'part':10s} {'units':>5s} {'minutes':>7s}  what")
     if setup_s is not None:
-        lines.append(f"{'setup':10s} {'':>5s} {setup_s / 60:7.1f}  imports, CUDA, the data")
-    for part in PARTS:
-        mine = [u for u in plan if u["part"] == part]
-        seconds = sum(u.get("seconds") or 0 for u in mine) if setup_s is not None else None
-        total = None if seconds is None else total + seconds
-        shown = "-" if seconds is None else f"{seconds / 60:.1f}"
-        if mine:
-            lines.append(f"{part:10s} {len(mine):5d} {shown:>7s}  {_what(part, mine, S)}")
-    shown = "-" if total is None else f"{total / 60:.1f}"
-    return "\n".join([*lines, f"{'total':10s} {len(plan):5d} {shown:>7s}"])
+        lines.append(f"{'setup':10s} {'':>5s} {mins(setup_s):>7s}  imports, CUDA, the data")
+    for part, mine in ((p, m) for p, m in _parts(plan).items() if m):
+        seconds = sum(u.get("seconds") or 0 for u in mine)
+        lines.append(f"{part:10s} {len(mine):5d} {mins(seconds):>7s}  {_what(part, mine, S)}")
+    total = (setup_s or 0) + sum(u.get("seconds") or 0 for u in plan)
+    return "\n".join([*lines, f"{'total':10s} {len(plan):5d} {mins(total):>7s}"])
 
 
 def _what(part: str, mine: list[dict], S) -> str:
-    p = S.pretrain
-    if part == "pretrain":
-        return (
-            f"GPT and LSTM, {p.total_steps:,} updates each of {p.batch_size} x "
-            f"{S.model_config().n_ctx}, {p.n_log_checkpoints} log-spaced checkpoints"
-        )
-    if part == "selection":
-        tasks = ", ".join(f"{t} {S.selection_examples or 'all'}" for t in S.selection_tasks)
-        return f"{len(SEARCHED_RATES)} rates an arm, {HELD_OUT:.0%} of {tasks} held out"
-    if part == "zeroshot":
-        n = S.zero_shot_examples or "all"
-        return f"{p.n_log_checkpoints} checkpoints a model, {n} examples a set"
-    if part == "transfer":
-        return f"n_transfer {S.transfer_at()} on {', '.join(S.transfer_tasks)}"
-    tasks = list(dict.fromkeys(u["task"] for u in mine))
-    if part == "finetune":
-        return ", ".join(tasks)
-    arms = list(dict.fromkeys(u["arm"] for u in mine))
-    return f"{', '.join(arms)} x {len(tasks)} tasks (the full row: chapters 05-07's runs)"
+    p, tasks = S.pretrain, ", ".join(dict.fromkeys(u.get("task", "") for u in mine))
+    return {
+        "pretrain": f"GPT and LSTM, {p.total_steps:,} updates each of {p.batch_size} x "
+        f"{S.model_config().n_ctx}, {p.n_log_checkpoints} log-spaced checkpoints",
+        "selection": f"{len(SEARCHED)} rates a Table 5 row, {HELD_OUT:.0%} held out of "
+        f"{S.selection_examples or 'all'} training examples of {', '.join(S.selection_tasks)}",
+        "finetune": tasks,
+        "ablations": f"{', '.join(S.table5_arms[1:])} x {tasks} (the full row: 05-07's runs)",
+        "zeroshot": f"{p.n_log_checkpoints} checkpoints a model, "
+        f"{S.zero_shot_examples or 'all'} examples a set",
+        "transfer": f"n_transfer {S.transfer_at()} on {tasks}",
+    }[part]
 
 
 def format_outcome(plan: list[dict], took: dict[str, float]) -> str:
     """Each part's predicted and actual minutes over the units done, and their ratio."""
-    lines = [f"{'part':10s} {'units':>5s} {'predicted':>9s} {'took':>7s} {'took/pred.':>10s}"]
     rows = []
-    for part in PARTS:
-        mine = [u for u in plan if u["part"] == part and u["id"] in took]
-        if mine:
+    for part, mine in _parts(plan).items():
+        if mine := [u for u in mine if u["id"] in took]:
             pred = sum(u.get("seconds") or 0 for u in mine)
             rows.append((part, len(mine), pred, sum(took[u["id"]] for u in mine)))
     rows.append(("all", *(sum(r[i] for r in rows) for i in (1, 2, 3))))
+    lines = [f"{'part':10s} {'units':>5s} {'predicted':>9s} {'took':>7s} {'took/pred.':>10s}"]
     for part, n, pred, real in rows:
         ratio = f"{real / pred:10.2f}" if pred else f"{'-':>10s}"
-        lines.append(f"{part:10s} {n:5d} {pred / 60:9.1f} {real / 60:7.1f} {ratio}")
+        shown = f"{pred / 60:9.1f}" if pred else f"{'-':>9s}"
+        lines.append(f"{part:10s} {n:5d} {shown} {real / 60:7.1f} {ratio}")
     return "\n".join(lines)
