@@ -184,8 +184,8 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
 
 def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per recorded run (``results/<scale>/``): its label (``run_label``), the chapters
-    it recorded, their minutes, how it was made (its manifest), and where its fine-tuning
-    started (``fine_tuning_start``)."""
+    it recorded, their minutes, how it was made (its manifest), how far each model was
+    pre-trained (``pretraining``) and where its fine-tuning started (``fine_tuning_start``)."""
     rows = []
     for manifest in sorted(paths.results_dir(results_dir).glob("*/manifest.json")):
         entries = json.loads(manifest.read_text())
@@ -199,9 +199,31 @@ def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
             "chapters": len(entries),
             "minutes": round(sum(e.get("wall_time_s", 0) for e in entries.values()) / 60),
             "how it was made": _how(next(iter(entries.values()))).split(", with ")[0],
+            "pre-training": pretraining(recs),
             "fine-tuning started from": fine_tuning_start(first) if len(tuned) else "none",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def pretraining(records: pd.DataFrame) -> str:
+    """How far each model of a run was pre-trained, from its records: updates, tokens and the
+    last validation perplexity, e.g. "GPT 2,500 updates (82 M tokens, perplexity 60.3)"."""
+    parts = []
+    for names, name in ((("pretrain:gpt", "pretrain"), "GPT"), (("pretrain:lstm",), "LSTM")):
+        mine = records[records.experiment.isin(names)]  # "pretrain": the GPT's before a5300d5
+        loss, ppl = mine[mine.metric == "train_loss"], mine[mine.metric == "val_ppl"]
+        if loss.empty:
+            continue
+        last = loss.loc[loss.step.idxmax()]
+        c = last.config if isinstance(last.config, dict) else {}
+        block = c.get("pretrain", {}).get("batch_size", 0) * c.get("model", {}).get(
+            "config", {}
+        ).get("n_ctx", 0)
+        said = f"{int(last.step) * block / 1e6:,.0f} M tokens" if block else ""
+        if not ppl.empty:
+            said += f", perplexity {ppl.loc[ppl.step.idxmax()].value:,.1f}"
+        parts.append(f"{name} {int(last.step):,} updates ({said.strip(', ')})")
+    return "; ".join(parts) or "none recorded"
 
 
 def fine_tuning_start(rec) -> str:

@@ -299,7 +299,7 @@ def ablation_deltas(records) -> pd.DataFrame:
                     for x, y in pairs
                 ]
                 lo, hi = stats.mean_difference_interval(arms)
-                interval, note = f"[{lo:.1f}, {hi:.1f}]", excludes_zero(lo, hi, theirs)
+                interval, note = f"[{lo:.1f}, {hi:.1f}]", ""  # the verdict: findings.findings
             else:
                 interval, note = "†", NO_INTERVAL
             rows.append((run, finding, names, ours, interval, theirs, note))

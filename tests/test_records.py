@@ -262,7 +262,7 @@ def test_ablation_findings_get_the_paired_interval():
     row = d.loc["pre-training"]
     assert row["run's"] == pytest.approx(25.0)
     lo, hi = (float(x) for x in row["95% interval"].strip("[]").split(", "))
-    assert 15 < lo < 25 < hi < 35 and row["note"] == "interval above 0, the paper's side"
+    assert 15 < lo < 25 < hi < 35 and row["note"] == ""  # the verdict: findings.findings
     same = d.loc["aux LM, larger sets"]  # no such task here: said, not a NaN
     assert same["95% interval"] == "n/a" and same["note"].startswith("n/a: no task of MNLI-m")
     assert d.loc["aux LM, smaller sets", "95% interval"] == "n/a"
@@ -300,3 +300,47 @@ def test_short_names_tell_the_runs_of_a_table_apart():
     rerun = "cpu run, 2 CPU cores, commit 9f484a9, seed 1, λ 0"
     names = short_names([cpu, small, rerun])
     assert names[cpu] == "cpu run, seed 0" and names[rerun] == "cpu run, seed 1, λ 0"
+
+
+def _pretrained(arch: str, updates: int) -> dict:
+    config = {"pretrain": {"batch_size": 64}, "model": {"config": {"n_ctx": 512}}}
+    return make_record("train_loss", 4.0, task="lm", split="train", step=updates,
+                       experiment=f"pretrain:{arch}", scale="small", commit="abc",
+                       device="NVIDIA H100 80GB HBM3", seed=0, config=config)  # fmt: skip
+
+
+def test_one_rule_for_every_finding_its_confounds_read_from_the_records():
+    """A finding holds only on the paper's side, beyond its interval, at a third of the paper's
+    size where it states one, and with no confound: one answer to every example, a score below
+    chance, unequal pre-training, fewer training examples (issue 35)."""
+    from gpt1lib.findings import RULE, findings
+
+    y = [i % 2 for i in range(2000)]
+    good = [v if i % 4 else 1 - v for i, v in enumerate(y)]  # 75%
+    half = [(i // 2) % 2 for i in range(len(y))]  # 50%, its answers varied
+    slight = [v if i % 25 else 1 - v for i, v in enumerate(y)]  # 96%: 4 points over good
+    base = _arm("sst2", "accuracy", good, y, "finetune")
+
+    def verdicts(*arms, ups=(2500, 2500)):
+        recs = base + [r for arm in arms for r in arm]
+        recs += [_pretrained("gpt", ups[0]), _pretrained("lstm", ups[1])]
+        return findings(recs).set_index("finding").verdict
+
+    said = verdicts(_arm("sst2", "accuracy", half, y, "ablation:no_pretraining"))
+    assert said["pre-training"] == "yes"
+    better = [v if i % 4 or i % 100 < 16 else 1 - v for i, v in enumerate(y)]  # 79%: +4 on good
+    small_gain = _arm("sst2", "accuracy", better, y, "finetune")
+    recs = small_gain + _arm("sst2", "accuracy", good, y, "ablation:no_pretraining")
+    low = findings(recs).set_index("finding").verdict["pre-training"]
+    assert low.startswith("not shown (the average: +4.") and "under 4.9" in low
+    constant = _arm("sst2", "accuracy", [1] * len(y), y, "ablation:no_pretraining")
+    said = verdicts(constant)["pre-training"]
+    assert said.startswith("not shown") and "one answer, 'positive', to all 2,000 of SST-2" in said
+    wrong = _arm("sst2", "accuracy", [1 - v for v in good], y, "ablation:lstm")  # 25%: below 50
+    said = verdicts(wrong, ups=(2500, 800))["transformer over LSTM"]
+    assert "LSTM w/ aux LM below chance on SST-2: 25.0" in said
+    assert "unequal pre-training: the LSTM 800 updates (26 M tokens), the transformer 2,500" in said
+    same = verdicts(_arm("sst2", "accuracy", half, y, "ablation:lstm"))["transformer over LSTM"]
+    assert same == "yes" and "no confound" in RULE
+    against = verdicts(_arm("sst2", "accuracy", slight, y, "ablation:lstm"))
+    assert against["transformer over LSTM"].startswith("not shown (the average: against the paper")
