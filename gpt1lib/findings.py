@@ -3,11 +3,8 @@
 Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero_shot_points``),
 then what the results pages read off each run:
 
-* ``findings``: the four findings issue 14 set as a run's targets (pre-training worth at least
-  5 points of Table 5's average; zero-shot scores rising through pre-training, the transformer
-  above the LSTM; every transferred block helping; the transformer ahead of the LSTM), each
-  with the run's number, the 95% interval of its paired difference, the verdict, and what
-  confounds it;
+* ``findings``: the paper's four findings at each run, each held to one rule (``RULE``):
+  the run's numbers with their paired intervals, the verdict, every confound in the records;
 * ``constant_answers``: evaluations in which a model gave ONE answer to every example, whose
   metric then says nothing about what it learned (``one_answer``);
 * ``underfitting``: fine-tuning's task loss L2 after its last epoch against the loss of the
@@ -23,10 +20,8 @@ import pandas as pd
 
 from . import stats
 from .evaluations import (
-    NO_INTERVAL,
     arrays,
     difference_interval,
-    examples_cell,
     final_metrics,
     format_value,
     frame,
@@ -85,19 +80,11 @@ def layer_transfer_gains(records) -> pd.DataFrame:
         a, b = by_k[top], by_k[0]
         iv = difference_interval("accuracy", a["outcome"], b["outcome"])
         stated = PAPER_LAYER_TRANSFER.get(task)
-        rows.append(
-            (
-                run,
-                TASKS[task].title,
-                top,
-                a["value"] - b["value"],
-                "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
-                NO_INTERVAL if iv is None else "",  # the verdict: findings()
-                f"up to +{stated[0]:g}" if stated else "not stated",
-            )
-        )
-    cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "note"]
-    return pd.DataFrame(rows, columns=[*cols, "paper"])
+        cell = "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]"
+        paper = f"up to +{stated[0]:g}" if stated else "not stated"
+        rows.append((run, TASKS[task].title, top, a["value"] - b["value"], cell, paper))
+    cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "paper"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 def zero_shot_points(records) -> pd.DataFrame:
@@ -138,27 +125,6 @@ def heuristic_title(heuristic: str) -> str:
     return TASKS[task].title + ("" if task == heuristic else " calibrated (not the paper's)")
 
 
-def objective_runs(records) -> pd.DataFrame:
-    """Chapter 04's comparison in each run: a task fine-tuned with lambda = 0.5 and with
-    lambda = 0, and their paired difference. The lambda = 0.5 run is chapter 05's fine-tuning of
-    the task, the same run (the recorded run runs it once); a run that made chapter 04's own
-    as well (the small run at ee22f51: the same records twice) has it read from chapter 05."""
-    cols = ["run", "task", "λ = 0.5", "λ = 0", "λ = 0.5 minus λ = 0", "train / eval examples"]
-    zero = final_metrics(records, "objective lambda=0.0")
-    half = final_metrics(records, ("finetune", "objective lambda=0.5"))
-    rows = []
-    for r in zero.to_dict("records"):
-        mine = half[(half.run == r["run"]) & (half.task == r["task"])]
-        if mine.empty:
-            continue
-        h = mine.sort_values("experiment").iloc[0].to_dict()  # "finetune" first: chapter 05's
-        iv = difference_interval(r["metric"], h["outcome"], r["outcome"]) or (np.nan, np.nan)
-        rows.append((r["run"], TASKS[r["task"]].title, format_value(h["value"], h["lo"], h["hi"]),
-                     format_value(r["value"], r["lo"], r["hi"]),
-                     _fmt(h["value"] - r["value"], *iv), examples_cell(r)))  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
-
-
 # ---------------------------------------------------------------- the four findings
 
 #: The rule every finding is held to, on every page (``verdict``).
@@ -196,7 +162,8 @@ def verdict(checks: list[tuple], confounds: list[str]) -> str:
             why.append(f"{what}: its interval includes 0")
         elif least is not None and value < least:
             why.append(f"{what}: {value:+.1f}, under {least:.1f}")
-    why += confounds
+    if confounds:
+        why.append(f"{len(confounds)} confound{'s' * (len(confounds) > 1)}")
     return "yes" if not why else f"not shown ({'; '.join(why)})"
 
 

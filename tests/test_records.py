@@ -334,12 +334,20 @@ def test_one_rule_for_every_finding_its_confounds_read_from_the_records():
     low = findings(recs).set_index("finding").verdict["pre-training"]
     assert low.startswith("not shown (the average: +4.") and "under 4.9" in low
     constant = _arm("sst2", "accuracy", [1] * len(y), y, "ablation:no_pretraining")
-    said = verdicts(constant)["pre-training"]
-    assert said.startswith("not shown") and "one answer, 'positive', to all 2,000 of SST-2" in said
+    said = findings(base + constant).set_index("finding").loc["pre-training"]
+    assert said.verdict == "not shown (1 confound)"
+    assert (
+        said.confounds
+        == "Transformer w/o pre-training gives one answer, 'positive', to all 2,000 of SST-2"
+    )
     wrong = _arm("sst2", "accuracy", [1 - v for v in good], y, "ablation:lstm")  # 25%: below 50
-    said = verdicts(wrong, ups=(2500, 800))["transformer over LSTM"]
-    assert "LSTM w/ aux LM below chance on SST-2: 25.0" in said
-    assert "unequal pre-training: the LSTM 800 updates (26 M tokens), the transformer 2,500" in said
+    recs = base + wrong + [_pretrained("gpt", 2500), _pretrained("lstm", 800)]
+    said = findings(recs).set_index("finding").loc["transformer over LSTM"]
+    assert said.verdict == "not shown (2 confounds)"
+    assert "LSTM w/ aux LM below chance on SST-2: 25.0" in said.confounds
+    assert "unequal pre-training: the LSTM 800 updates (26 M tokens), the transformer" in (
+        said.confounds
+    )
     same = verdicts(_arm("sst2", "accuracy", half, y, "ablation:lstm"))["transformer over LSTM"]
     assert same == "yes" and "no confound" in RULE
     against = verdicts(_arm("sst2", "accuracy", slight, y, "ablation:lstm"))

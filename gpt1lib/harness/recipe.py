@@ -105,11 +105,11 @@ def units(S, tasks: set[str]) -> list[dict]:
 
 
 def available(S, source) -> set[str]:
-    """The tasks of ``S``'s units whose data ``source`` holds."""
-    names = [*(t for ts in S.family_tasks.values() for t in ts), *S.selection_tasks]
-    names += [*S.ablation_tasks, *S.transfer_tasks]
-    names += [o for t in names for o in SCORED_BESIDE.get(t, ())]
-    return {t for t in names if not unavailable(t, source)}
+    """The tasks ``source`` holds for ``S``'s units (those scored beside one: their eval split)."""
+    tasks = {*(t for ts in S.family_tasks.values() for t in ts), *S.selection_tasks}
+    ok = {t for t in tasks | {*S.ablation_tasks, *S.transfer_tasks} if not unavailable(t, source)}
+    beside = {o for t in ok for o in SCORED_BESIDE.get(t, ())}
+    return ok | {o for o in beside if not unavailable(o, source, train=False)}
 
 
 def sizes(S, source, tok, multiple: int) -> dict[tuple[str, str], dict]:

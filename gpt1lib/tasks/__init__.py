@@ -61,10 +61,13 @@ def task_names(tasks: str | list[str] | tuple[str, ...]) -> list[str]:
     return [get_task(n).name for n in names]
 
 
-def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | None:
+def unavailable(
+    task: str | TaskSpec, source: str | Path = "fixture", train: bool = True
+) -> str | None:
     """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
     evaluation split is missing or empty there, e.g. Story Cloze without its files, or SciTail
-    without a train file; or ``source`` is one file), or None when both load."""
+    without a train file; or ``source`` is one file), or None when both load. Without
+    ``train``: why it cannot be scored (MNLI-mm, scored beside MNLI-m, has no train split)."""
     spec = _spec(task)
     if source not in ("fixture", "hub") and Path(source).is_file():
         return (
@@ -72,7 +75,7 @@ def unavailable(task: str | TaskSpec, source: str | Path = "fixture") -> str | N
             f"{spec.eval_split}): one file never serves both; pass the folder that holds them"
         )
     try:
-        for split in dict.fromkeys(("train", spec.eval_split)):
+        for split in dict.fromkeys(("train", spec.eval_split)[not train :]):
             load_examples(spec, split, source, limit=1)
     except (FileNotFoundError, RuntimeError) as e:
         return str(e)
