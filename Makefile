@@ -15,11 +15,18 @@ export GPT1_BPE_DIR ?= $(abspath $(wildcard ../shared/data/gpt1_bpe))
 install:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q "$(TORCH)"
 	$(PYTHON) -m pip install -q -e ".[book,test,exact]"
+	$(PYTHON) -m ipykernel install --prefix $(KERNEL) --name python3 >/dev/null
+
+# The notebooks run on a kernel of the $(PYTHON) the package was installed into, whatever
+# `python3` kernel a machine has elsewhere (JUPYTER_PATH is searched first).
+KERNEL := $(CURDIR)/_build/kernel
+export JUPYTER_PATH := $(KERNEL)/share/jupyter$(if $(JUPYTER_PATH),:$(JUPYTER_PATH))
 
 # Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html; then check
 # the pages for progress bars, warnings and machine paths (tools/check_pages.py).
 book: install
-	jupyter-book build . -W --keep-going
+	"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/jupyter-book" \
+		build . -W --keep-going
 	$(PYTHON) tools/check_pages.py _build/html
 
 # Lint (ruff and tools/architecture.py), then the unit tests and every chapter through nbmake,

@@ -366,8 +366,8 @@ def layer_transfer(
     base = replace(S.finetune, seed=seed, experiment="layer_transfer")
     base = replace(base, eval_train_examples=S.transfer_train_examples)
     out = {}
-    for task in tasks:
-        for k in points:
+    with gathered_warnings(DataWarning):  # one line a task for all the points
+        for task, k in ((t, k) for t in tasks for k in points):
             folder = Path(out_dir, S.name) / "layer_transfer" / f"n_transfer_{k}"
             done, _ = _finetune(S, pretrained, tok, [task], source, replace(base, n_transfer=k),
                                 folder, limit=limit, eval_limit=eval_limit, also=(),
@@ -402,13 +402,13 @@ def ablations(
     protocol the scale chose for that arm (``Scale.finetune_for``), from ``models["gpt"]``
     (``models["lstm"]`` for the LSTM's arm), into ``out_dir/<scale>/ablations/<arm>``."""
     out = {}
-    for arm in S.table5_arms if arms is None else arms:
-        cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
-        model = models[ARM_MODEL[arm]]
-        folder = Path(out_dir, S.name) / "ablations" / arm
-        done, _ = _finetune(S, model, tok, tasks, source, cfg, folder, limit=limit,
-                            eval_limit=eval_limit, also=(), **kw)  # fmt: skip
-        out |= {(arm, task): r for task, r in done.items()}
+    with gathered_warnings(DataWarning):  # one line a task for all the arms
+        for arm in S.table5_arms if arms is None else arms:
+            cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
+            folder = Path(out_dir, S.name) / "ablations" / arm
+            done, _ = _finetune(S, models[ARM_MODEL[arm]], tok, tasks, source, cfg, folder,
+                                limit=limit, eval_limit=eval_limit, also=(), **kw)  # fmt: skip
+            out |= {(arm, task): r for task, r in done.items()}
     return out
 
 

@@ -154,7 +154,7 @@ def _how(entry: dict) -> str:
     return how + (f", with {said}" if said else "")
 
 
-def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None):
     """How long ``chapter`` (a notebook's name, e.g. "10_layer_transfer") took at each scale,
     and on what: from each recorded run's ``results/<scale>/manifest.json`` (its wall time,
     commit, how it was run, and the device its records name), else "not recorded yet".
@@ -170,8 +170,9 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
                 {"budget", "recipe"} & set(e.get("parameters", {})) for e in manifest.values()
             )
             when = {"smoke": "seconds to a minute (the book build)"}.get(scale, "not recorded yet")
-            why = "not part of the recorded run, which runs the training alone" if planned else ""
-            rows[scale] = (HARDWARE[scale], when, why)
+            if planned:  # a recorded run of the scale, which runs the chapters' training alone
+                when = "not part of the recorded run"
+            rows[scale] = (HARDWARE[scale], when, "")
             continue
         devices = read_records(root / scale).get("device", pd.Series(dtype=object)).dropna()
         hardware = device_label(str(devices.iloc[0])) if len(devices) else HARDWARE[scale]
@@ -179,7 +180,7 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None) ->
         when = f"{minutes:.0f} min" if minutes >= 1 else "under a minute"
         rows[scale] = (hardware, when, _how(entry))
     table = pd.DataFrame.from_dict(rows, orient="index", columns=["hardware", "time", "from"])
-    return table.rename_axis(None)
+    return table.rename_axis(None).style  # a styled table: every cell whole, never cut
 
 
 def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:

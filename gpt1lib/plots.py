@@ -114,7 +114,8 @@ def show_table(table: pd.DataFrame, caption: str = ""):
     """A table for a page: each run under its short name (the caption says which run it is),
     numbers to one decimal, gaps as "missing", no row numbers, the caption, and what a "†" (a
     number without an interval) means where one appears."""
-    plain = isinstance(table.index, pd.RangeIndex)  # row numbers: not shown
+    # row numbers (a range, or what is left of one after a filter): not shown
+    plain = table.index.name is None and pd.api.types.is_integer_dtype(table.index)
     table, runs = short_runs(table)
     notes = [caption] if caption else []
     if table.astype(str).apply(lambda c: c.str.contains("†")).any().any():

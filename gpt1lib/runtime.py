@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import sys
 import time
 import warnings
@@ -254,27 +255,40 @@ def show_data_warnings_in_one_line(category: type[Warning]) -> None:
     warnings.showwarning = showwarning
 
 
+_GATHERING = [0]  # gathered_warnings blocks open: an inner one leaves its warnings to the outer
+
+
 @contextlib.contextmanager
 def gathered_warnings(category: type[Warning]):
     """Within the block, warnings of ``category`` are kept and then shown as one line per
     subject (a data check's first word is its task: "race dev: 3 of 8 examples truncated ..."),
     each distinct message once: an experiment of many runs on one task repeats them. Other
-    warnings are shown as they come."""
+    warnings are shown as they come. A block inside another gathers nothing of its own: the
+    outer one shows its warnings with the rest (Table 5's arms: one line per task, not per arm).
+    """
+    if _GATHERING[0]:
+        yield
+        return
+    _GATHERING[0] += 1
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", category)
         try:
             yield
         finally:
+            _GATHERING[0] -= 1
             kept: dict[str, dict[str, None]] = {}
             for w in caught:
                 if issubclass(w.category, category):
                     subject, _, rest = str(w.message).partition(" ")
+                    if not re.match(r"\w+: ", rest):  # not "<task> <split>: ...": no subject
+                        subject, rest = "", str(w.message)
                     kept.setdefault(subject, {})[rest] = None
     for w in caught:
         if not issubclass(w.category, category):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     for subject, messages in kept.items():
-        sys.stdout.write(f"data checks, {subject}: " + "; ".join(messages) + "\n")
+        head = f"data checks, {subject}" if subject else "data checks"
+        sys.stdout.write(f"{head}: " + "; ".join(messages) + "\n")
         sys.stdout.flush()
 
 
