@@ -22,6 +22,7 @@ import ast
 import math
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,7 +30,7 @@ from . import experiments, paths
 from .checkpoint import check_model_folder
 from .checks import check_source, count, number
 from .experiments import finetune_tasks
-from .finetune import FinetuneConfig
+from .finetune import FinetuneConfig, FinetuneRun
 from .loss import REGRESSIONS
 from .records import read_records
 from .runs import pretrained_model, start_message
@@ -221,38 +222,36 @@ class Chapter(SimpleNamespace):
             self.scale, self.out_dir, init, self.corpus, arch=arch, device=self.device
         )
 
-    def finetune_config(self, **overrides) -> FinetuneConfig:
-        """The scale's fine-tuning settings with this chapter's seed, lambda and blocks
-        transferred where it has them, and ``overrides``."""
-        mine = {k: getattr(self, k) for k in ("lm_coef", "n_transfer") if hasattr(self, k)}
-        return self.S.finetune_for("full", seed=self.seed, **mine, **overrides)
+    def finetune_config(self) -> FinetuneConfig:
+        """The scale's fine-tuning settings with this chapter's seed, lambda, blocks transferred
+        and STS-B head where it has them."""
+        names = ("lm_coef", "n_transfer", "regression")
+        mine = {k: getattr(self, k) for k in names if hasattr(self, k)}
+        return self.S.finetune_for("full", seed=self.seed, **mine)
+
+    def runs(self, origin: str) -> FinetuneRun:
+        """What this chapter's fine-tuning runs share (``finetune.FinetuneRun``): its protocol
+        (``finetune_config``), source, limits, runs folder, device; ``origin`` says where the
+        model came from."""
+        mine = {k: getattr(self, k, None) for k in ("task", "limit", "eval_limit")}
+        where = {"out_dir": self.out_dir, "init": origin, "device": self.device}
+        return FinetuneRun(cfg=self.finetune_config(), source=self.source, **mine, **where)
 
     # Each chapter's experiment (``experiments``) on this chapter's tasks, data, limits and
     # settings; each returns its results (by task; by task and blocks; by arm and task).
 
-    def finetune(self, pretrained, tok, origin: str, **overrides):
+    def finetune(self, pretrained, tok, origin: str):
         """Chapters 05-08's, ``experiments.finetune_tasks``."""
-        results, _ = finetune_tasks(
-            self.S, pretrained, tok, self.tasks, self.source, self.finetune_config(**overrides),
-            out_dir=self.out_dir, limit=self.limit, eval_limit=self.eval_limit,
-            device=self.device, init=origin,
-        )  # fmt: skip
-        return results
+        return finetune_tasks(self.S, pretrained, tok, self.tasks, self.runs(origin))[0]
 
     def objective(self, pretrained, tok, origin: str):
         """Chapter 04's, ``experiments.objective``: lambda = 0.5 and lambda = 0."""
-        return experiments.objective(
-            self.S, pretrained, tok, self.task, self.source, seed=self.seed, out_dir=self.out_dir,
-            limit=self.limit, device=self.device, init=origin,
-        )  # fmt: skip
+        return experiments.objective(self.S, pretrained, tok, self.runs(origin))
 
     def layer_transfer(self, pretrained, tok, origin: str):
         """Chapter 10's, ``experiments.layer_transfer``: every count of blocks transferred."""
-        return experiments.layer_transfer(
-            self.S, pretrained, tok, self.tasks, self.source, seed=self.seed,
-            out_dir=self.out_dir, limit=self.limit, eval_limit=self.eval_limit,
-            device=self.device, progress=False, init=origin,
-        )  # fmt: skip
+        base = replace(self.runs(origin), progress=False)
+        return experiments.layer_transfer(self.S, pretrained, tok, self.tasks, base)
 
     def zero_shot(self):
         """Chapter 11's, ``experiments.zero_shot_curves``: both models' checkpoints scored."""
@@ -262,11 +261,9 @@ class Chapter(SimpleNamespace):
         )  # fmt: skip
 
     def ablations(self, models: dict, tok):
-        """Chapter 12's, ``experiments.ablations``: Table 5's four rows."""
-        return experiments.ablations(
-            self.S, models, tok, self.tasks, self.source, seed=self.seed, out_dir=self.out_dir,
-            limit=self.limit, eval_limit=self.eval_limit, device=self.device, progress=False,
-        )  # fmt: skip
+        """Chapter 12's, ``experiments.ablations``: Table 5's rows."""
+        base = replace(self.runs("this book's pre-training run"), progress=False)
+        return experiments.ablations(self.S, models, tok, self.tasks, base)
 
     def recorded(self):
         """The records of the recorded runs (the chapter's ``results_dir``, else the book's)."""

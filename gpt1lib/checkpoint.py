@@ -193,6 +193,21 @@ def read_state(folder: str | os.PathLike) -> dict:
     return state
 
 
+def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """The settings that differ between two run configs, as readable lines (where the corpus
+    is found is no difference: its sha256 says whether it is the same)."""
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if f"{prefix}{k}" == "corpus.source" or (f"{prefix}{k}" == "corpus" and isinstance(a, str)):
+            continue  # where the corpus is found; or a run from before its sha256 was kept
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}: checkpoint {a!r} vs now {b!r}")
+    return out
+
+
 def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
     """The newest complete checkpoint of a run (``checkpoints/latest.json`` names it), or None
     where the run has none yet."""

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .files import atomic_path, clean_leftovers
+from .files import CheckpointError, atomic_path, clean_leftovers, load_array
 from .tasks import open_source
 from .tokenizer import LONG_TEXT, GPT1Tokenizer, paragraph_pieces
 
@@ -191,11 +191,9 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
     cache = Path(cache_dir) / f"tokens-{h.hexdigest()[:20]}.npy" if cache_dir else None
     if cache is not None and cache.is_file():
         try:
-            return np.load(cache)
-        except (ValueError, OSError, EOFError) as e:  # truncated or overwritten
-            warnings.warn(
-                f"{cache} is damaged ({type(e).__name__}: {e}); tokenising again", stacklevel=2
-            )
+            return load_array(cache, "tokenising again")
+        except CheckpointError as e:  # truncated or overwritten
+            warnings.warn(str(e), stacklevel=2)
     # Pieces of LONG_TEXT characters or more, for the batch encoder; encoded apart, they lack
     # the newline token at each cut between them (one in 64K characters or more).
     pieces = [p for t in docs.texts for p in paragraph_pieces(t, LONG_TEXT)]
@@ -229,6 +227,13 @@ class TokenBlocks:
     def __len__(self) -> int:
         """Blocks in one epoch (the offset may cost the last one)."""
         return (len(self.tokens) - self.block) // self.block
+
+    def unigram_entropy(self, chunk: int = 1 << 24) -> float:
+        """The tokens' unigram entropy (nats): the loss of a model of their frequencies alone."""
+        t, size = self.tokens, int(self.tokens.max()) + 1
+        counts = sum(np.bincount(t[i : i + chunk], minlength=size) for i in range(0, len(t), chunk))
+        p = counts[counts > 0] / len(t)
+        return float(-(p * np.log(p)).sum())
 
     def epoch_order(self, epoch: int, seed: int) -> tuple[int, np.ndarray]:
         """The offset and the block order of ``epoch``."""

@@ -19,29 +19,25 @@ gathers its data checks (``runtime.gathered_warnings``) into one line per task.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from .checkpoint import CheckpointError, latest_checkpoint, read_state
-from .checks import check_run_task
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
-from .finetune import FinetuneConfig, FinetuneResult, encode_all, evaluate, finetune
+from .finetune import FinetuneRun, finetune
 from .lstm import LSTMLM
 from .paths import shown
 from .pretrain import PretrainConfig, PretrainResult, pretrain, settings_diff
-from .records import append_records, make_record, per_example_record
-from .runtime import gathered_warnings, pick_precision, seed_everything
+from .records import append_records
+from .runtime import gathered_warnings, seed_everything
 from .scales import SCALES, Scale
 from .tasks import (
     SCORED_BESIDE,
     DataWarning,
-    data_location,
-    get_task,
-    load_examples,
     open_source,
     unavailable,
 )
@@ -195,185 +191,68 @@ def pretraining(
 
 
 # ---------------------------------------------------------------- fine-tuning
+#
+# Each experiment takes ``base``, a ``FinetuneRun`` holding what its runs share (the protocol,
+# the source, example limits that override the scale's, the runs' root folder, where the model
+# came from, the device), and fine-tunes one run a task (and a setting) with ``finetune``.
 
 
-def run_task(
-    pretrained,
-    tok,
-    task: str,
-    source: str | os.PathLike = "fixture",
-    cfg: FinetuneConfig | None = None,
-    *,
-    limit: int | None = None,
-    eval_limit: int | None = None,
-    also: Sequence[str] = (),
-    eval_split: str | None = None,
-    out_dir: str | os.PathLike | None = None,
-    scale: str | None = None,
-    device: str | None = None,
-    progress: bool = True,
-    init: str | None = None,
-) -> FinetuneResult:
-    """Load ``task`` from ``source``, fine-tune on its train split, score its eval split.
-
-    ``also`` names tasks that share the training data and are scored by the same model on
-    their own eval split (MNLI mismatched beside matched; RACE-m and RACE-h beside RACE).
-    ``limit`` and ``eval_limit`` subsample (seeded) for quicker runs; the records say so.
-    ``eval_split`` overrides the task's (e.g. RACE's dev instead of its test). ``init`` says
-    where ``pretrained`` came from, for the records.
-    """
-    spec, cfg = get_task(task), cfg or FinetuneConfig()
-    check_run_task(spec, source, cfg, limit, eval_limit, also, eval_split)
-    train = load_examples(spec, "train", source, limit, cfg.seed)
-    split = eval_split or spec.eval_split
-    evals = {split: load_examples(spec, split, source, eval_limit, cfg.seed)}
-    where = data_location(spec, "train", source)  # relative to source: no machine's path
-    data = f"{where} ({len(train)} examples{'' if limit is None else f', limit {limit}'})"
-    out = Path(out_dir) / spec.name if out_dir else None
-    result = finetune(
-        pretrained,
-        tok,
-        spec,
-        train,
-        evals,
-        cfg,
-        out_dir=out,
-        device=device,
-        progress=progress,
-        scale=scale,
-        data=data,
-        limits={"limit": limit, "eval_limit": eval_limit},
-        init=init,
-    )
-    n_ctx = result.model.transformer.config.n_ctx
-    precision = pick_precision(next(result.model.parameters()).device, cfg.bf16)
-    skip = ("metric", "value", "per_example")
-    base = {k: v for k, v in result.records[0].items() if k not in skip}
-    for other in map(get_task, also):
-        examples = load_examples(other, other.eval_split, source, eval_limit, cfg.seed)
-        items = encode_all(examples, other, tok, n_ctx)
-        metrics, preds, labels = evaluate(result.model, other, items, cfg.eval_batch_size,
-                                          precision=precision, return_predictions=True)  # fmt: skip
-        base |= {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
-        recs = [make_record(m, v, **base) for m, v in metrics.items()]
-        recs.append(per_example_record(preds, labels, [e.uid for e in examples], **base))
-        result.records.extend(recs)
-        if out is not None:
-            append_records(out / "records.jsonl", recs)
-    return result
+def _one(S: Scale, base: FinetuneRun, task: str, folder: str, **settings) -> FinetuneRun:
+    """``base`` for ``task``: the scale's example limits where ``base`` gives none, its records
+    in ``base.out_dir/<scale>/<folder>/<task>``, and ``settings`` (FinetuneRun's fields)."""
+    limits = S.limits_for(task, base.limit, base.eval_limit)
+    out = Path(base.out_dir, S.name, folder, task) if base.out_dir is not None else None
+    return replace(base, task=task, scale=S.name, out_dir=out, **limits, **settings)
 
 
-def _limits(S: Scale, task: str, limit, eval_limit) -> dict:
-    """``run_task``'s limits for ``task``: ``limit`` (an int, or a task -> int mapping a plan
-    gives) and ``eval_limit`` where given, else the scale's."""
-    limit = limit.get(task) if isinstance(limit, dict) else limit
-    eval_limit = eval_limit.get(task) if isinstance(eval_limit, dict) else eval_limit
-    return S.limits_for(task, limit, eval_limit)
-
-
-def _finetune(S, pretrained, tok, tasks, source, cfg, folder, *, limit, eval_limit, also=None,
-              **kw):  # fmt: skip
-    """Each of ``tasks`` fine-tuned with ``cfg`` into ``folder`` (``also``: the tasks scored
-    beside each, None: ``SCORED_BESIDE``'s); the tasks ``source`` lacks skipped, with the
-    reason; the data checks of them all in one line per task."""
+def finetune_tasks(S: Scale, pretrained, tok, tasks: Iterable[str], base: FinetuneRun):
+    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` with ``base.cfg`` and
+    scored, the tasks that share its data (MNLI-mm, RACE-m/h) beside it, into
+    ``out_dir/<scale>/finetune``. Returns the results by task, and the tasks ``base.source``
+    lacks with the reason (e.g. Story Cloze without its files)."""
     results, skipped = {}, {}
-    with gathered_warnings(DataWarning):
+    with gathered_warnings(DataWarning):  # one line a task
         for task in tasks:
-            if why := unavailable(task, source):  # e.g. Story Cloze without its files
+            if why := unavailable(task, base.source):
                 skipped[task] = why
                 continue
-            beside = SCORED_BESIDE.get(task, ()) if also is None else also
-            results[task] = run_task(
-                pretrained, tok, task, source, cfg, **_limits(S, task, limit, eval_limit),
-                also=beside, scale=S.name, out_dir=folder, **kw,
-            )  # fmt: skip
+            beside = SCORED_BESIDE.get(task, ())
+            also = tuple(o for o in beside if not unavailable(o, base.source, train=False))
+            results[task] = finetune(pretrained, tok, _one(S, base, task, "finetune", also=also))
     return results, skipped
 
 
-def finetune_tasks(
-    S: Scale,
-    pretrained,
-    tok,
-    tasks: Iterable[str],
-    source,
-    cfg: FinetuneConfig | None = None,
-    *,
-    out_dir: str | os.PathLike = "runs",
-    limit=None,
-    eval_limit=None,
-    **kw,
-) -> tuple[dict[str, FinetuneResult], dict[str, str]]:
-    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` with ``cfg`` (None:
-    the scale's) and scored, MNLI-mm and RACE-m/h beside MNLI-m and RACE, into
-    ``out_dir/<scale>/finetune``. Returns the results, and the tasks skipped with why. ``kw``:
-    ``run_task``'s device, progress and init."""
-    cfg = cfg or S.finetune
-    folder = Path(out_dir, S.name) / "finetune"
-    return _finetune(S, pretrained, tok, tasks, source, cfg, folder, limit=limit,
-                     eval_limit=eval_limit, **kw)  # fmt: skip
-
-
-def objective(
-    S: Scale,
-    pretrained,
-    tok,
-    task: str,
-    source,
-    *,
-    coefs: Sequence[float] = (0.5, 0.0),
-    seed: int = 0,
-    out_dir: str | os.PathLike = "runs",
-    limit=None,
-    **kw,
-) -> dict[float, FinetuneResult]:
-    """Chapter 04: ``task`` fine-tuned with each lambda of ``coefs`` (the paper's 0.5 and 0),
-    into ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone: its
-    lambda = 0.5 run is chapter 05's (the same run; the book points there)."""
+def objective(S: Scale, pretrained, tok, base: FinetuneRun, coefs=(0.5, 0.0)):
+    """Chapter 04: ``base.task`` fine-tuned with each lambda of ``coefs`` (the paper's 0.5 and
+    0), into ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone:
+    its lambda = 0.5 run is chapter 05's (the same run; the book points there)."""
     out = {}
-    for coef in coefs:
-        cfg = replace(S.finetune, seed=seed, lm_coef=coef, experiment=f"objective lambda={coef}")
-        folder = Path(out_dir, S.name) / "objective" / f"lambda{coef}"
-        done, _ = _finetune(S, pretrained, tok, [task], source, cfg, folder, limit=limit,
-                            eval_limit=None, also=(), **kw)  # fmt: skip
-        out[coef] = done[task]
+    with gathered_warnings(DataWarning):
+        for coef in coefs:
+            cfg = replace(base.cfg, lm_coef=coef, experiment=f"objective lambda={coef}")
+            out[coef] = finetune(
+                pretrained,
+                tok,
+                _one(S, replace(base, cfg=cfg), base.task, f"objective/lambda{coef}"),
+            )
     return out
 
 
-def layer_transfer(
-    S: Scale,
-    pretrained,
-    tok,
-    tasks: Iterable[str],
-    source,
-    *,
-    points: Iterable[int] | None = None,
-    seed: int = 0,
-    out_dir: str | os.PathLike = "runs",
-    limit=None,
-    eval_limit=None,
-    **kw,
-) -> dict[tuple[str, int], FinetuneResult]:
+def layer_transfer(S: Scale, pretrained, tok, tasks, base: FinetuneRun, points=None):
     """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
-    ``points`` (None: the scale's, ``Scale.transfer_at``), on ``limit`` examples
-    (None: ``S.transfer_limits``, else the scale's), scored on dev and on
-    ``S.transfer_train_examples`` of its training examples, into
-    ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
-    tasks = list(tasks)
-    own = {t: S.transfer_limits.get(t, (None, None)) for t in tasks}
-    limit = {t: v[0] for t, v in own.items()} if limit is None else limit
-    eval_limit = {t: v[1] for t, v in own.items()} if eval_limit is None else eval_limit
-    points = S.transfer_at() if points is None else list(points)
-    base = replace(S.finetune, seed=seed, experiment="layer_transfer")
-    base = replace(base, eval_train_examples=S.transfer_train_examples)
+    ``points`` (None: the scale's, ``Scale.transfer_at``), on ``Scale.transfer_limits``
+    examples where ``base`` gives none, scored on dev and on ``S.transfer_train_examples`` of
+    its training examples, into ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
+    cfg = replace(base.cfg, experiment="layer_transfer")
+    cfg = replace(cfg, eval_train_examples=S.transfer_train_examples)
     out = {}
     with gathered_warnings(DataWarning):  # one line a task for all the points
-        for task, k in ((t, k) for t in tasks for k in points):
-            folder = Path(out_dir, S.name) / "layer_transfer" / f"n_transfer_{k}"
-            done, _ = _finetune(S, pretrained, tok, [task], source, replace(base, n_transfer=k),
-                                folder, limit=limit, eval_limit=eval_limit, also=(),
-                                eval_split="dev", **kw)  # fmt: skip
-            if task in done:
-                out[task, k] = done[task]
+        for task, k in ((t, k) for t in tasks for k in points or S.transfer_at()):
+            train, evals = S.transfer_limits.get(task, (None, None))
+            own = replace(base, limit=base.limit or train, eval_limit=base.eval_limit or evals)
+            run = replace(own, cfg=replace(cfg, n_transfer=k), eval_split="dev")
+            run = _one(S, run, task, f"layer_transfer/n_transfer_{k}")
+            out[task, k] = finetune(pretrained, tok, run)
     return out
 
 
@@ -384,31 +263,20 @@ ARM_SETTINGS = {"full": {}, "no_pretraining": {"n_transfer": -1}, "no_aux_lm": {
 ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 
 
-def ablations(
-    S: Scale,
-    models: dict[str, object],
-    tok,
-    tasks: Iterable[str],
-    source,
-    *,
-    arms: Iterable[str] | None = None,
-    seed: int = 0,
-    out_dir: str | os.PathLike = "runs",
-    limit=None,
-    eval_limit=None,
-    **kw,
-) -> dict[tuple[str, str], FinetuneResult]:
-    """Chapter 12 (Table 5): each of ``arms`` on each of ``tasks``, fine-tuned with the
-    protocol the scale chose for that arm (``Scale.finetune_for``), from ``models["gpt"]``
-    (``models["lstm"]`` for the LSTM's arm), into ``out_dir/<scale>/ablations/<arm>``."""
+def ablations(S: Scale, models: dict, tok, tasks, base: FinetuneRun, arms=None):
+    """Chapter 12 (Table 5): each of ``arms`` (None: ``Scale.table5_arms``) on each of
+    ``tasks``, with the protocol the scale chose for that arm (``Scale.finetune_for``), from
+    ``models["gpt"]`` (``models["lstm"]`` for the LSTM's arm), into
+    ``out_dir/<scale>/ablations/<arm>``."""
     out = {}
     with gathered_warnings(DataWarning):  # one line a task for all the arms
-        for arm in S.table5_arms if arms is None else arms:
-            cfg = S.finetune_for(arm, seed=seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm])
-            folder = Path(out_dir, S.name) / "ablations" / arm
-            done, _ = _finetune(S, models[ARM_MODEL[arm]], tok, tasks, source, cfg, folder,
-                                limit=limit, eval_limit=eval_limit, also=(), **kw)  # fmt: skip
-            out |= {(arm, task): r for task, r in done.items()}
+        for arm, task in ((a, t) for a in arms or S.table5_arms for t in tasks):
+            if unavailable(task, base.source):
+                continue
+            cfg = S.finetune_for(arm, seed=base.cfg.seed, experiment=f"ablation:{arm}",
+                                 **ARM_SETTINGS[arm])  # fmt: skip
+            run = _one(S, replace(base, cfg=cfg), task, f"ablations/{arm}")
+            out[arm, task] = finetune(models[ARM_MODEL[arm]], tok, run)
     return out
 
 

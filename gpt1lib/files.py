@@ -2,10 +2,10 @@
 
 Every file is written beside its place and renamed onto it (``atomic_path``), so that a crash
 leaves the old file or the new one, never half of one; ``clean_leftovers`` removes what a crash
-mid-write left. A file whose bytes are not what was written (a sha256 that differs, a
-safetensors or JSON file cut short) is a ``CheckpointError`` that names it and the fix, never
-data that a run goes on with silently. The layer below every other module: it imports none of
-the package's.
+mid-write left; a failed write (a full disk) names the file and its free space. A file whose
+bytes are not what was written (a sha256 that differs, a file cut short) is a ``CheckpointError``
+naming it and the fix, never data a run goes on with; nothing is unpickled (it could run code).
+The layer below every other module: it imports none of the package's.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -73,6 +74,23 @@ def load_tensors(
         raise damaged(path, e, fix) from e
 
 
+def load_array(path: Path, fix: str) -> np.ndarray:
+    """An ``.npy`` file's array, never unpickled (else a ``CheckpointError`` naming it, ``fix``)."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        why = "numpy reads it as pickled objects, which gpt1lib never loads: they can run code"
+        raise damaged(path, why if "pickle" in str(e) else e, fix) from e
+
+
+def write_failed(path: str | os.PathLike, e: OSError) -> OSError:
+    """``e``, a write to ``path`` that failed (a full disk), naming ``path`` and its free space."""
+    free = shutil.disk_usage(Path(path).parent).free / 2**20 if Path(path).parent.is_dir() else 0
+    why = f"writing {path} failed ({e.strerror or e}), {free:,.0f} MiB free on its filesystem: "
+    why += "make room (or write elsewhere) and run again"
+    return OSError(e.errno, why) if e.errno else OSError(why)
+
+
 def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -93,6 +111,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as e:
+        raise write_failed(path, e) from e
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -119,7 +139,7 @@ def write_tensors(path: Path, tensors: dict) -> str:
 LEFTOVER = re.compile(r"^\.(?:tmp-.+-|old-.+-|.+\.tmp)(\d+)$")
 
 
-def _running(pid: int) -> bool:
+def is_running(pid: int) -> bool:
     """Whether process ``pid`` (not this one) runs on this machine."""
     if pid <= 0 or pid == os.getpid():
         return False
@@ -142,7 +162,7 @@ def clean_leftovers(
     folder = Path(folder)
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
         m = LEFTOVER.match(path.name)
-        if m is not None and not (only_dead and _running(int(m.group(1)))):
+        if m is not None and not (only_dead and is_running(int(m.group(1)))):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -2,8 +2,11 @@
 
 A record is one measured value (a loss at a step, a dev accuracy, a throughput) plus its
 provenance: experiment, task, split, metric, scale, seed, config, data source, git commit, device,
-date and wall time. Records are appended to JSON-lines files, one object a line, never rewritten;
-tables and figures are drawn from them.
+date and wall time. Records are appended to JSON-lines files, one object a line, each append one
+synced write of whole lines (a kill leaves whole lines; a write that fails, on a full disk, is
+undone); tables and figures are drawn from them. A line that is not a record (cut short, or
+edited) is left out with a warning naming the file and the line, never an error. A run holds
+the folder it writes (``run_lock``), so that a second run there is refused.
 
 Beside a final evaluation's metrics, one more record (metric ``"per_example"``, made by
 ``per_example_record``) keeps what an interval needs: each evaluation example's prediction and
@@ -14,15 +17,18 @@ before these existed have none; their numbers are shown without an interval.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import logging
 import os
 import platform
+import socket
 import subprocess
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,7 +36,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .files import atomic_path
+from .files import atomic_path, is_running, write_failed
 
 log = logging.getLogger(__name__)
 
@@ -142,40 +148,53 @@ def per_example_record(predictions, labels, uids: Iterable[str], **fields: Any) 
     return make_record(PER_EXAMPLE, len(labels), per_example=outcomes, **fields)
 
 
+def _line(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, default=str) + "\n").encode()
+
+
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> Path:
-    """Append ``records`` to the JSON-lines file ``path`` in one write (creating folders)."""
+    """Append ``records`` to the JSON-lines file ``path`` (creating folders) in one write of
+    whole lines, synced: a kill leaves whole lines (after a torn last line that an older
+    writer left, they start a line of their own). A write that fails (a full disk) is undone,
+    the file left as it was, and the error names it and the free space there."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(r, default=str) + "\n" for r in records)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    data = b"".join(map(_line, records))
+    with open(path, "a+b", buffering=0) as f:  # unbuffered: one write, all of it or an error
+        size = f.seek(0, os.SEEK_END)
+        if data and size:  # after a torn last line (an older writer's), a line of their own
+            f.seek(size - 1)
+            data = data if f.read(1) == b"\n" else b"\n" + data
+        try:
+            if f.write(data) != len(data):  # a short write: no room for the rest
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(f.fileno())
+        except OSError as e:
+            f.truncate(size)
+            raise write_failed(path, e) from e
     return path
 
 
-def _parse(path: Path) -> tuple[list[dict], bool]:
+def _parse(path: Path) -> tuple[list[dict | bytes], bool]:
     """The records of a JSON-lines file, and whether its last line was torn (a write cut short
-    by a crash: left out, with a warning). Any other line that is not JSON is an error that
-    names the file and the line."""
-    lines = path.read_text(encoding="utf-8").split("\n")
+    by a crash). A line that is not a record is left out with a warning naming the file and
+    the line; the lines inside the file are kept, as bytes, for ``keep_records`` to keep."""
+    lines = path.read_bytes().split(b"\n")
     rows, torn = [], False
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if n < len(lines):  # a whole line (it ends with a newline) that is not JSON
-                raise ValueError(
-                    f"{path}, line {n}: not a JSON record ({e}); fix or delete that line"
-                ) from e
-            torn = True
-            warnings.warn(
-                f"{path}, line {n}: the last line is cut short (a write a crash interrupted); "
-                "it is left out",
-                stacklevel=3,
-            )
+            if not isinstance(row := json.loads(line), dict):
+                raise ValueError(f"a JSON {type(row).__name__}, not an object")
+            rows.append(row)
+        except ValueError as e:  # not JSON, not UTF-8, or not an object
+            torn = n == len(lines)  # no newline after it
+            why = "the last line is cut short (a write a crash interrupted)"
+            if not torn:
+                rows.append(line)
+                why = f"not a JSON record ({e}); fix or delete that line"
+            warnings.warn(f"{path}, line {n}: {why}; it is left out", stacklevel=3)
     return rows, torn
 
 
@@ -184,20 +203,60 @@ def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
     files: list[Path] = []
     for p in map(Path, paths):
         files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
-    rows = [row for f in files for row in _parse(f)[0]]
+    rows = [row for f in files for row in _parse(f)[0] if isinstance(row, dict)]
     return pd.DataFrame(rows, columns=list(FIELDS) if not rows else None)
 
 
 def keep_records(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
     """Rewrite the JSON-lines file ``path`` (atomically) with only the records ``keep`` says
-    yes to, a torn last line repaired away; returns how many were dropped."""
+    yes to (and any broken line inside it, which a user may mend), a torn last line repaired
+    away; returns how many were dropped."""
     path = Path(path)
     if not path.is_file():
         return 0
     rows, torn = _parse(path)
-    kept = [r for r in rows if keep(r)]
+    kept = [r for r in rows if not isinstance(r, dict) or keep(r)]  # and the broken lines
     if len(kept) < len(rows) or torn:
         with atomic_path(path) as tmp:
-            tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept))
+            tmp.write_bytes(b"".join(_line(r) if isinstance(r, dict) else r + b"\n" for r in kept))
         log.info("%s: %d records dropped, to be logged again", path, len(rows) - len(kept))
     return len(rows) - len(kept)
+
+
+# ---------------------------------------------------------------- a folder one run writes
+
+
+@contextlib.contextmanager
+def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``folder`` for this run while the block runs: ``folder/.lock``, made atomically
+    (``O_EXCL``), names this process, its host and start time, and goes when the block ends,
+    also on an error. A live run's lock is a ``FileExistsError`` naming it; the lock of a
+    process that no longer runs here (a run killed, or a machine restarted) is taken over, with
+    a line saying so. (On a disk that machines share, another machine's run looks dead here:
+    its process id is looked up on this one.)"""
+    lock, host = Path(folder) / ".lock", socket.gethostname()
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)  # one process wins
+            break
+        except FileExistsError:
+            other = {"pid": 0, "host": "?", "started": "?"}  # unreadable: being written
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                other |= json.loads(lock.read_text())
+            pid, when = other["pid"], other["started"]
+            if not pid or is_running(int(pid)):
+                raise FileExistsError(
+                    f"{lock.parent} is in use by another run: process {pid or '?'} on "
+                    f"{other['host']}, started {when} ({lock}). Wait for it to end or give this "
+                    f"run another folder; if no such run goes on, delete {lock}"
+                ) from None
+            print(f"{lock}: process {pid} (started {when}) no longer runs: lock taken over")
+            lock.unlink(missing_ok=True)
+    started = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"pid": os.getpid(), "host": host, "started": started}, f)
+    try:
+        yield lock
+    finally:
+        lock.unlink(missing_ok=True)

@@ -1,17 +1,15 @@
-"""A fine-tuning protocol chosen by measurement, on examples held out from *train*, never dev.
+"""A fine-tuning rate chosen by measurement, on examples held out from *train*, never dev.
 
 The paper's protocol (a rate of 6.25e-5, 3 epochs, 0.2% warm-up) was made for a 117 M-parameter
-model pre-trained for a month; a smaller model, or one trained from scratch, may want another.
-So the recorded run (``harness.recipe``) searches the same way for every arm of Table 5 (the
-pre-trained transformer, the same without the auxiliary LM, from scratch, and the LSTM):
+model pre-trained for a month; a smaller model, or one trained from scratch, may want another
+rate. So the recorded run (``harness.recipe``) searches the same way for every row of Table 5
+it runs (the pre-trained transformer, from scratch, the LSTM, and without the auxiliary LM):
 
 * the data: ``Scale.selection_examples`` training examples of each of ``Scale.selection_tasks``
-  (CoLA, STS-B and SST-2 at ``small``), of which ``HELD_OUT`` (15%) are set aside (``carve``);
-  a trial fine-tunes on the rest and is scored by the mean of the tasks' metrics on the part
-  set aside;
-* the search, coordinate by coordinate (``next_trial``): the rate (``RATES``) at the paper's
-  0.2% warm-up and 3 epochs, then at the best rate the warm-up (``WARMUPS``), then at the best
-  warm-up the epochs (``EPOCHS``): five trials an arm, in two stages (``stage``).
+  (CoLA and STS-B at ``small``), of which ``HELD_OUT`` (15%) are set aside (``carve``); a trial
+  fine-tunes on the rest and is scored by the mean of the tasks' metrics on the part set aside;
+* the search: each rate of ``RATES`` at the paper's warm-up and epochs (``PAPER``, ``select``),
+  the best taken (``best``; the first on a tie).
 
 Each trial is one record (experiment ``selection:<arm>``, metric ``selection_score``, its
 settings and each task's metric in ``config``), which chapter 12 shows; ``chosen`` reads the
@@ -24,20 +22,15 @@ import random
 from dataclasses import replace
 
 from .experiments import ARM_SETTINGS
-from .finetune import finetune
+from .finetune import FinetuneRun, finetune
 from .records import make_record
 from .runtime import gathered_warnings
 from .scales import ARMS, Scale
 from .tasks import DataWarning, get_task, load_examples
 
 HELD_OUT = 0.15
-RATES = (6.25e-5, 2.5e-4, 1e-3)  # the first stage, at the paper's warm-up and epochs
-WARMUPS = (0.002, 0.1)  # then, at the best rate: the paper's 0.2% of training, or 10%
-EPOCHS = (3, 6)  # then, at the best warm-up: the paper's 3, or 6
-STAGES = ("rate", "schedule")
-#: The epochs of each stage's trials, in order (what a plan predicts a stage's time from).
-STAGE_EPOCHS = {"rate": [EPOCHS[0]] * len(RATES),
-                "schedule": [EPOCHS[0]] * (len(WARMUPS) - 1) + list(EPOCHS[1:])}  # fmt: skip
+RATES = (6.25e-5, 2.5e-4, 1e-3)  # the paper's rate, four times it, sixteen times it
+PAPER = {"warmup": 0.002, "epochs": 3}  # each trial's schedule: the paper's
 METRIC = "selection_score"
 
 
@@ -60,53 +53,38 @@ def _settings(row: dict) -> dict:
     return {k: row["config"][k] for k in ("lr", "warmup", "epochs")}
 
 
-def next_trial(stage: str, rows: list[dict]) -> dict | None:
-    """The next setting ``stage`` tries after the arm's records ``rows`` (None: the stage is
-    done): every rate at the paper's schedule; then at the best rate each warm-up, then at the
-    best of those each number of epochs."""
-    first = {"warmup": WARMUPS[0], "epochs": EPOCHS[0]}
-    if stage == "rate":
-        todo = [{"lr": lr, **first} for lr in RATES]
-    else:
-        lr = best(rows)["lr"]
-        todo = [{"lr": lr, "warmup": w, "epochs": EPOCHS[0]} for w in WARMUPS]
-        short = [r for r in rows if _settings(r) in todo]
-        if len(short) == len(WARMUPS):
-            todo += [{**best(short), "epochs": e} for e in EPOCHS]
-    tried = [_settings(r) for r in rows]
-    return next((t for t in todo if t not in tried), None)
-
-
 def best(rows: list[dict]) -> dict:
     """The settings of the best-scoring record of ``rows`` (the first on a tie)."""
     if not rows:
-        raise ValueError("no selection records to choose from: run the rate stage first")
+        raise ValueError("no selection records to choose from: run the search first")
     return _settings(max(rows, key=lambda r: r["value"]))
 
 
-def stage(S: Scale, arm: str, name: str, model, tok, data: dict, *, done: list[dict] = (),
-          seed: int = 0, **kw) -> list[dict]:  # fmt: skip
-    """The trials of stage ``name`` for ``arm`` (``next_trial``), fine-tuning ``model`` (the
-    arm's pre-trained model) on ``data`` (task -> ``carve``'s parts); ``done``: the arm's
-    records so far. Returns one record a trial; ``kw``: ``finetune``'s device and progress."""
-    if arm not in ARMS or name not in STAGES:
-        raise ValueError(f"arm={arm!r}, stage={name!r}: use one of {ARMS} and of {STAGES}")
+def select(S: Scale, arm: str, model, tok, data: dict, base: FinetuneRun) -> list[dict]:
+    """The search for ``arm``: each rate of ``RATES`` fine-tunes ``model`` (the arm's
+    pre-trained model) on ``data`` (task -> ``carve``'s parts) with the arm's protocol at the
+    paper's schedule and ``base``'s device and seed, scored on the held-out part. Returns one
+    record a trial."""
+    if arm not in ARMS:
+        raise ValueError(f"arm={arm!r}: use one of {ARMS}")
     out: list[dict] = []
-    while (settings := next_trial(name, [*done, *out])) is not None:
-        cfg = replace(S.finetune_for(arm, seed=seed, **ARM_SETTINGS[arm]), **settings)
-        cfg = replace(cfg, experiment=f"selection:{arm}")
+    protocol = S.finetune_for(arm, seed=base.cfg.seed, **ARM_SETTINGS[arm])
+    for lr in RATES:
+        cfg = replace(protocol, lr=lr, **PAPER, experiment=f"selection:{arm}")
         metrics, examples = {}, {}
         with gathered_warnings(DataWarning):
             for task, (fit, held) in data.items():
-                res = finetune(model, tok, task, fit, {"held_out": held}, cfg, scale=S.name, **kw)
+                run = replace(base, task=task, cfg=cfg, examples=(fit, {"held_out": held}))
+                res = finetune(model, tok, replace(run, scale=S.name, out_dir=None))
                 metrics[task] = res.final[get_task(task).metrics[0]]
                 examples[task] = [len(fit), len(held)]
-        config = {"arm": arm, "stage": name, **settings, "batch_size": cfg.batch_size}
+        config = {"arm": arm, "stage": "rate", "lr": lr, "warmup": cfg.warmup}
+        config |= {"epochs": cfg.epochs, "batch_size": cfg.batch_size}
         config |= {"metrics": metrics, "examples": examples}
-        score = sum(metrics.values()) / len(metrics)
         where = {k: res.records[0][k] for k in ("commit", "device", "date")}
+        score = sum(metrics.values()) / len(metrics)
         out.append(make_record(METRIC, score, experiment=f"selection:{arm}", scale=S.name,
-                               task="+".join(data), split="held_out", seed=seed,
+                               task="+".join(data), split="held_out", seed=cfg.seed,
                                config=config, **where))  # fmt: skip
     return out
 

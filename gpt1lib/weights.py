@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from .files import atomic_path, load_tensors, read_json
+from .files import atomic_path, load_array, load_tensors, read_json
 from .hub import HUB_ID, hub_files
 from .model import GPT, GPTConfig
 
@@ -202,7 +202,8 @@ def read_original_shards(folder: str | os.PathLike) -> list[np.ndarray]:
     shards = sorted(folder.glob("params_*.npy"), key=lambda p: int(p.stem.split("_")[1]))
     if not shards:
         raise WeightsUnavailableError(f"no params_*.npy shards in {folder}")
-    flat = np.concatenate([np.load(p) for p in shards])
+    fix = "download the original release again: its shards hold float32 arrays"
+    flat = np.concatenate([load_array(p, fix) for p in shards])
     sizes = [int(np.prod(s)) for s in shapes]
     if flat.size != sum(sizes):
         raise WeightsMismatchError(

@@ -9,8 +9,7 @@ from bad_inputs import Case, doc_ids, params, registry, run_case
 
 from gpt1lib.checks import DataWarning
 from gpt1lib.corpus import load_documents
-from gpt1lib.experiments import run_task
-from gpt1lib.finetune import finetune
+from gpt1lib.finetune import FinetuneRun, finetune
 from gpt1lib.pretrain import pretrain
 from gpt1lib.runs import pretrained_model
 from gpt1lib.scales import SCALES
@@ -32,11 +31,12 @@ FT = SCALES["smoke"].finetune
 
 
 def _run(c, task="sst2", source="fixture", cfg=FT, **kw):
-    return run_task(c.model, c.tok, task, source, cfg, progress=False, **kw)
+    return finetune(c.model, c.tok, FinetuneRun(task, cfg, source, progress=False, **kw))
 
 
 def _finetune(c, train, evals, task="sst2", cfg=FT, tok=None):
-    return finetune(c.model, tok or c.tok, task, train, evals, cfg, progress=False)
+    run = FinetuneRun(task, cfg, examples=(train, evals), progress=False)
+    return finetune(c.model, tok or c.tok, run)
 
 
 def _pretrain(c, out=None, resume=False, **cfg):

@@ -9,13 +9,8 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from gpt1lib import GPT, preset
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import (
-    FinetuneConfig,
-    TaskModel,
-    build_task_model,
-    finetune,
-    transfer,
-)
+from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
+from gpt1lib.heads import TaskModel, build_task_model, transfer
 from gpt1lib.loss import regression_predictions, soft_labels, task_loss
 from gpt1lib.model import lm_loss
 from gpt1lib.optim import warmup_linear
@@ -55,7 +50,7 @@ def test_extract_vector_ignores_right_padding():
 @pytest.mark.parametrize("task", ["sst2", "stsb", "race"])
 def test_lengths_rounded_up_to_a_multiple_predict_the_same(task):
     """A GPU's batches are padded to a multiple of 64 (few shapes): the same predictions."""
-    from gpt1lib.finetune import predict
+    from gpt1lib.scoring import predict
     from gpt1lib.transforms import padded_length
 
     assert [padded_length(n, 16, 64) for n in (1, 16, 17, 50, 63)] == [16, 16, 32, 64, 64]
@@ -162,7 +157,7 @@ def test_stsb_mse_is_kept_as_an_option():
 def test_n_transfer_copies_exactly_the_embeddings_and_first_k_blocks(k):
     torch.manual_seed(1)
     src = GPT(preset("tiny", vocab_size=V))
-    model = build_task_model(src, get_task("sst2"), n_transfer=k, seed=2)
+    model = build_task_model(src, get_task("sst2"), FinetuneConfig(n_transfer=k, seed=2))
     dst = model.transformer
     emb = torch.equal(dst.tokens_embed.weight[:V], src.tokens_embed.weight)
     assert emb == (k >= 0)
@@ -202,14 +197,16 @@ def test_schedule_starts_at_update_0_and_drops_the_last_partial_batch(monkeypatc
     dev = [Example(("w1 x",), label=1)]
     cfg = FinetuneConfig(lr=1e-3, batch_size=4, epochs=2, bf16=False)
     pre = GPT(preset("tiny", vocab_size=V))
-    finetune(pre, Tok(), "sst2", train, {"dev": dev}, cfg, progress=False)
+    finetune(pre, Tok(), FinetuneRun("sst2", cfg, examples=(train, {"dev": dev}), progress=False))
     total = 21 // 4 * 2  # 5 full batches an epoch; the 21st example sits out
     assert len(rates) == total == 10
     assert rates[0] == 0.0  # warm-up from update 0: the first update has rate 0
     assert rates[1] == pytest.approx(1e-3 * (1 - 1 / 10))  # past 0.2%: (1 - x)
     assert rates[-1] == pytest.approx(1e-3 / 10)  # x = 9/10 at the last update
     with pytest.raises(ValueError, match="do not fill one batch"):
-        finetune(pre, Tok(), "sst2", train[:3], {"dev": dev}, cfg, progress=False)
+        finetune(
+            pre, Tok(), FinetuneRun("sst2", cfg, examples=(train[:3], {"dev": dev}), progress=False)
+        )
 
 
 def test_a_gpus_padded_batches_train_the_same(monkeypatch):
@@ -224,7 +221,11 @@ def test_a_gpus_padded_batches_train_the_same(monkeypatch):
         torch.manual_seed(0)
         pre = GPT(preset("tiny", vocab_size=tok.vocab_size, embd_pdrop=0.0, attn_pdrop=0.0,
                          resid_pdrop=0.0))  # fmt: skip
-        runs.append(finetune(pre, tok, "sst2", train, {"dev": dev}, cfg, progress=False))
+        runs.append(
+            finetune(
+                pre, tok, FinetuneRun("sst2", cfg, examples=(train, {"dev": dev}), progress=False)
+            )
+        )
     losses = [r.metrics.query("split == 'train_loss'")["value"].to_numpy() for r in runs]
     assert np.allclose(*losses, atol=1e-4)
     assert runs[1].records[0]["config"]["pad_multiple"] == 16
@@ -252,7 +253,11 @@ def test_a_short_run_learns_the_fixture(tmp_path):
     pre = GPT(preset("tiny", vocab_size=tok.vocab_size))
     cfg = FinetuneConfig(lr=2e-3, epochs=8, batch_size=8, eval_train_examples=16)
     train, dev = load_examples("sst2", "train"), load_examples("sst2", "dev")
-    r = finetune(pre, tok, "sst2", train, {"dev": dev}, cfg, out_dir=tmp_path, progress=False)
+    r = finetune(
+        pre,
+        tok,
+        FinetuneRun("sst2", cfg, examples=(train, {"dev": dev}), out_dir=tmp_path, progress=False),
+    )
     train_acc = r.metrics.query("split == 'train' and metric == 'accuracy'")["value"].max()
     assert train_acc >= 80  # it can fit its training data
     assert set(r.metrics.split) == {"train_loss", "dev", "train"}
@@ -290,7 +295,9 @@ def test_nothing_is_selected_on_the_reported_split(monkeypatch):
     train = [Example((f"w{i}",), label=i % 2) for i in range(8)]
     cfg = FinetuneConfig(batch_size=4, epochs=3, bf16=False)
     pre = GPT(preset("tiny", vocab_size=V))
-    r = finetune(pre, Tok(), "sst2", train, {"test": train[:2]}, cfg, progress=False)
+    r = finetune(
+        pre, Tok(), FinetuneRun("sst2", cfg, examples=(train, {"test": train[:2]}), progress=False)
+    )
     assert r.final == {"accuracy": 50.0}  # the last epoch, not the best one
     assert not hasattr(r, "best") and not hasattr(r, "best_epoch")
 
@@ -298,14 +305,8 @@ def test_nothing_is_selected_on_the_reported_split(monkeypatch):
 def test_unlabelled_or_wrong_answer_count_is_refused():
     pre = GPT(preset("tiny", vocab_size=V))
     with pytest.raises(ValueError, match="unlabelled"):
-        finetune(
-            pre,
-            Tok(),
-            "sst2",
-            [Example(("a",), label=None)],
-            {"dev": [Example(("b",), label=0)]},
-            progress=False,
-        )
+        examples = ([Example(("a",), label=None)], {"dev": [Example(("b",), label=0)]})
+        finetune(pre, Tok(), FinetuneRun("sst2", examples=examples, progress=False))
     bad = Example(("doc", "q"), answers=("a", "b"), label=0)
     with pytest.raises(ValueError, match="has 2 answers; the task has 4"):
-        finetune(pre, Tok(), "race", [bad], {"dev": [bad]}, progress=False)
+        finetune(pre, Tok(), FinetuneRun("race", examples=([bad], {"dev": [bad]}), progress=False))

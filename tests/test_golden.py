@@ -13,7 +13,7 @@ import torch
 
 from gpt1lib import FastGPT, GPT1Tokenizer
 from gpt1lib.corpus import build_corpus, load_documents
-from gpt1lib.experiments import run_task
+from gpt1lib.finetune import FinetuneRun, finetune
 from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything
 from gpt1lib.scales import SCALES
@@ -77,7 +77,7 @@ def run(tmp_path_factory):
         res = pretrain(model, tok, corpus, cfg, tmp_path_factory.mktemp("golden"), progress=False)
         model.eval()
         greedy = model.generate(torch.tensor([tok.encode("the old man")]), 12)[0].tolist()
-        ft = run_task(model, tok, "sst2", "fixture", SMOKE.finetune, progress=False)
+        ft = finetune(model, tok, FinetuneRun("sst2", SMOKE.finetune, "fixture", progress=False))
         yield res.history, greedy, ft.metrics
     finally:
         torch.set_num_threads(threads)

@@ -8,7 +8,7 @@ import torch
 from gpt1lib import GPT, FastGPT, preset
 from gpt1lib.checkpoint import load_model, load_run, save_model
 from gpt1lib.corpus import build_corpus, load_documents
-from gpt1lib.finetune import build_task_model
+from gpt1lib.finetune import FinetuneConfig, build_task_model
 from gpt1lib.loss import task_loss
 from gpt1lib.lstm import LSTMLM, lstm_preset
 from gpt1lib.model import lm_loss
@@ -45,7 +45,7 @@ def test_the_same_finetuning_step_runs_on_both(kind):
         else LSTMLM(lstm_preset("tiny", vocab_size=V))
     )
     task = get_task("race")
-    model = build_task_model(pre, task, n_transfer=None, seed=0)
+    model = build_task_model(pre, task, FinetuneConfig(seed=0))
     assert isinstance(model.transformer, FastGPT if kind == "gpt" else LSTMLM)
     assert model.transformer.config.n_special == 3
     assert torch.equal(model.transformer.tokens_embed.weight[:V], pre.tokens_embed.weight)

@@ -10,7 +10,7 @@ import pytest
 
 from gpt1lib.harness import recipe
 from gpt1lib.scales import SCALES
-from gpt1lib.selection import best, chosen, next_trial, with_chosen
+from gpt1lib.selection import RATES, best, chosen, with_chosen
 
 REAL = {
     ("cola", "dev"): (1043, 1, 64), ("cola", "train"): (8551, 1, 64),
@@ -112,31 +112,20 @@ def test_no_rates_no_prediction_and_an_outcome_beside_each_prediction(small):
     assert lines[1].split()[1] == "2" and lines[1].split()[-1] == "1.50"
 
 
-def test_the_selection_searches_the_rate_then_the_warm_up_then_the_epochs():
-    def row(value, **settings):
-        return {"value": value, "config": settings}
+def test_each_row_takes_the_rate_that_scored_best_on_held_out_train():
+    def row(value, lr, arm="full"):
+        config = {"arm": arm, "lr": lr, "warmup": 0.002, "epochs": 3}
+        return {"value": value, "metric": "selection_score", "config": config}
 
-    first = {"warmup": 0.002, "epochs": 3}
-    rows = []
-    for value in (30, 40, 35):
-        rows.append(row(value, **next_trial("rate", rows)))
-    assert [r["config"]["lr"] for r in rows] == [6.25e-5, 2.5e-4, 1e-3]
-    assert next_trial("rate", rows) is None and best(rows) == {"lr": 2.5e-4, **first}
-    trial = next_trial("schedule", rows)
-    assert trial == {"lr": 2.5e-4, "warmup": 0.1, "epochs": 3}
-    rows.append(row(45, **trial))  # the longer warm-up wins: the epochs are tried with it
-    assert next_trial("schedule", rows) == {"lr": 2.5e-4, "warmup": 0.1, "epochs": 6}
-    rows.append(row(44, **next_trial("schedule", rows)))
-    assert next_trial("schedule", rows) is None and len(rows) == 5
-    records = [
-        {**r, "metric": "selection_score", "config": {**r["config"], "arm": "full"}} for r in rows
-    ]
-    assert chosen(records) == {"full": {"lr": 2.5e-4, "warmup": 0.1, "epochs": 3}}
-    picked = {"full": {"lr": 2.5e-4, "warmup": 0.1, "epochs": 6}}
-    S = with_chosen(SCALES["small"], picked | {"lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3}})
-    assert (S.finetune.lr, S.finetune.epochs) == (2.5e-4, 6)
-    assert S.finetune_for("lstm").lr == 1e-3 and S.finetune_for("no_aux_lm").lr == 2.5e-4
-    with pytest.raises(ValueError, match="rate stage first"):
+    rows = [row(30, RATES[0]), row(40, RATES[1]), row(35, RATES[2]), row(12, RATES[2], "lstm")]
+    assert best(rows[:3]) == {"lr": 2.5e-4, "warmup": 0.002, "epochs": 3}
+    assert best([row(1, 1e-3), row(1, 2.5e-4)])["lr"] == 1e-3  # the first on a tie
+    picked = chosen(rows)
+    assert picked == {"full": best(rows[:3]), "lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3}}
+    S = with_chosen(SCALES["small"], picked)
+    assert S.finetune.lr == 2.5e-4 and S.finetune_for("lstm").lr == 1e-3
+    assert S.finetune_for("no_pretraining").lr == 2.5e-4  # not searched: the full row's
+    with pytest.raises(ValueError, match="run the search first"):
         best([])
 
 

@@ -10,8 +10,7 @@ import torch
 from gpt1lib import GPT, SPECIAL_TOKENS, GPT1Tokenizer, preset
 from gpt1lib.chapter import check_parameters
 from gpt1lib.corpus import load_documents
-from gpt1lib.experiments import run_task
-from gpt1lib.finetune import FinetuneConfig
+from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
 from gpt1lib.runs import RELEASED_ENV, pretrained_model, start_message
 from gpt1lib.scales import SCALES
 from gpt1lib.weights import export_hf
@@ -53,7 +52,8 @@ def test_released_weights_from_a_local_folder_in_the_hub_layout(released, monkey
         assert torch.equal(model.eval()(x).logits, reference.eval()(x).logits)
     assert not (tmp_path / "small").exists()  # nothing pre-trained
     cfg = FinetuneConfig(lr=1e-3, batch_size=4, epochs=1, bf16=False)
-    r = run_task(model, tok, "sst2", "fixture", cfg, limit=8, eval_limit=8, progress=False)
+    run = FinetuneRun("sst2", cfg, "fixture", limit=8, eval_limit=8, progress=False)
+    r = finetune(model, tok, run)
     assert set(r.final) == {"accuracy"}  # the released vocabulary gains the specials and trains
 
 
@@ -69,7 +69,7 @@ def test_the_start_message_says_what_and_how_long(released, monkeypatch, tmp_pat
     assert said.startswith("starting from GPT-1's released weights") and "480 MB" in said
     said = start_message("small", tmp_path, "pretrain")
     assert said.startswith("pre-training the small scale's gpt model first")
-    assert "2 hours or more on a T4" in said and "init='released'" in said
+    assert "20 minutes or more on a T4" in said and "init='released'" in said
     assert "seconds" in start_message("smoke", tmp_path, "pretrain")
 
 

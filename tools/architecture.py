@@ -28,7 +28,8 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("runtime", "paths", "files", "hub", "records", "stats"),  # infrastructure
     1: ("tasks", "tasks.registry", "tasks.readers", "tasks.sources", "bundle_source"),  # data
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
-    3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks"),
+    3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks",
+        "heads", "scoring"),
     4: ("pretrain", "finetune", "zeroshot"),  # the loops
     5: ("scales", "experiments", "selection", "runs", "chapter", "pretrain.__main__"),
     6: (  # on top, beside each other: the reporting and the harness
@@ -45,9 +46,13 @@ LAYERS: dict[int, tuple[str, ...]] = {
 CORE = (
     "model", "fast", "loss", "optim", "checkpoint", "files", "hub", "tokenizer", "front_end",
     "corpus", "tasks", "tasks.registry", "tasks.readers", "tasks.sources", "transforms",
-    "pretrain", "finetune", "zeroshot", "lstm", "weights", "scales",
+    "pretrain", "finetune", "heads", "scoring", "zeroshot", "lstm", "weights", "scales",
 )  # fmt: skip
-CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4500, 450, 80, 0.15
+#: The core's ceiling was 4,500 (issue 26); issue 34 split fine-tuning into a run and its loop
+#: (``finetune``), the task heads (``heads``) and scoring (``scoring``), 87 lines of module
+#: headers and the run's settings object more, and issue 36 added the fault handling (locks,
+#: a full disk's error, whole record lines, no pickle), 38 more: 4,650.
+CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4650, 450, 80, 0.15
 #: The recorded run's scheduling code (issue 32: the units, their predictions, the runner; the
 #: plan, plan_run, plan_report and throughput modules it replaced were 1,011 non-blank lines)
 #: and the whole harness (2,188 then), each within its ceiling.

@@ -70,7 +70,7 @@ mkdir -p "$OUT"
 
 copy_out() {  # the records so far, replaced whole (a reader never meets a half-written file)
   if [ -d "lease/results/$SCALE" ]; then
-    tar -czf "$OUT/.records.tar.gz" -C lease "results/$SCALE" && mv "$OUT/.records.tar.gz" \
+    tar -czf "$OUT/.records.tar.gz" --exclude=.lock -C lease "results/$SCALE" && mv "$OUT/.records.tar.gz" \
       "$OUT/records.tar.gz"
   fi
   if [ -f run.log ]; then tail -c 2000000 run.log >"$OUT/.run.log" && mv "$OUT/.run.log" "$OUT/run.log"; fi

@@ -29,7 +29,7 @@ import torch
 from gpt1lib.checkpoint import latest_checkpoint, load_run
 from gpt1lib.corpus import build_corpus
 from gpt1lib.fast import FastGPT
-from gpt1lib.finetune import FinetuneConfig, finetune
+from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
 from gpt1lib.lstm import LSTMLM, lstm_preset
 from gpt1lib.pretrain import PretrainConfig, pretrain
 from gpt1lib.runtime import seed_everything
@@ -123,7 +123,8 @@ def main() -> None:
         cfg = FinetuneConfig(lr=lr, epochs=epochs, batch_size=batch, lm_coef=lm_coef)
         metrics, t0 = {}, time.perf_counter()
         for task, (fit, held) in data.items():
-            res = finetune(model, tok, task, fit, {"select": held}, cfg, progress=False)
+            run = FinetuneRun(task, cfg, examples=(fit, {"select": held}), progress=False)
+            res = finetune(model, tok, run)
             metrics[task] = res.final[get_task(task).metrics[0]]
         row = {
             "config": args.config,

@@ -24,14 +24,14 @@ from typing import Any, Literal
 import torch
 
 from ..fast import FastGPT
-from ..finetune import TaskModel, batches
+from ..heads import TaskModel
 from ..loss import task_loss
 from ..model import GPT, GPTConfig, preset
 from ..optim import make_optimizer, train_step
 from ..pretrain import PretrainConfig, loss_path
 from ..runtime import GPU_PAD_MULTIPLE, attention_backends, attention_name
 from ..tasks import get_task
-from ..transforms import Encoded, collate
+from ..transforms import Encoded, batches, collate
 from ..weights import config_to_hf
 from .memory import peak_growth
 

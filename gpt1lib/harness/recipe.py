@@ -13,8 +13,8 @@ import math
 import statistics
 
 from ..experiments import ARM_MODEL
-from ..finetune import encode_all
 from ..scales import FAMILY_TASKS
+from ..scoring import encode_all
 from ..selection import HELD_OUT
 from ..selection import RATES as SEARCHED
 from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable

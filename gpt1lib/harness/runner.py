@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -20,7 +21,8 @@ from .. import experiments as ex
 from .. import selection
 from ..checkpoint import latest_checkpoint
 from ..files import write_json
-from ..records import append_records, git_commit, keep_records
+from ..finetune import FinetuneRun
+from ..records import append_records, git_commit, keep_records, run_lock
 from ..runs import pretrained_model
 from ..runtime import pad_multiple, pick_device
 from ..scales import SCALES
@@ -38,6 +40,11 @@ class Run:
         self.S, self.source, self.corpus, self.out_dir, self.kept = S, source, corpus, out_dir, kept
         self.device, self.tok, self.models = device, tok, {}
         self.kw = {"device": device, "progress": False}  # every loop's
+
+    def base(self) -> FinetuneRun:
+        """What every fine-tuning run of the recorded run shares (``experiments``)."""
+        where = {"out_dir": self.out_dir, "init": ORIGIN, **self.kw}
+        return FinetuneRun(None, self.S.finetune, self.source, **where)
 
     def model(self, arch: str):
         folder = ex.pretrain_dir(self.out_dir, self.S.name, arch)
@@ -57,11 +64,9 @@ def _pretrain(run: Run, u: dict) -> list[dict]:
 
 def _select(run: Run, u: dict) -> list[dict]:
     S, arm = run.S, u["arm"]
-    data = selection.selection_data(
-        run.source, dict.fromkeys(S.selection_tasks, S.selection_examples)
-    )
-    model = run.model(ex.ARM_MODEL[arm])
-    return selection.stage(S, arm, "rate", model, run.tok, data, seed=S.finetune.seed, **run.kw)
+    limits = dict.fromkeys(S.selection_tasks, S.selection_examples)
+    data = selection.selection_data(run.source, limits, S.finetune.seed)
+    return selection.select(S, arm, run.model(ex.ARM_MODEL[arm]), run.tok, data, run.base())
 
 
 def _zeroshot(run: Run, u: dict) -> list[dict]:
@@ -75,19 +80,16 @@ def _zeroshot(run: Run, u: dict) -> list[dict]:
 
 
 def _finetune(run: Run, u: dict) -> list[dict]:
-    S, t, k, gpt = run.S, u["task"], recipe.kind(u), run.model("gpt")
-    kw = {"out_dir": run.out_dir, "init": ORIGIN, **run.kw}
+    S, t, k, gpt, base = run.S, u["task"], recipe.kind(u), run.model("gpt"), run.base()
     if k == "finetune":
-        results = ex.finetune_tasks(S, gpt, run.tok, [t], run.source, also=u["also"], **kw)[0]
+        results = ex.finetune_tasks(S, gpt, run.tok, [t], base)[0]
     elif k == "objective":
-        results = ex.objective(S, gpt, run.tok, t, run.source, coefs=(0.0,), **kw)
+        results = ex.objective(S, gpt, run.tok, replace(base, task=t), coefs=(0.0,))
     elif k == "transfer":
-        results = ex.layer_transfer(
-            S, gpt, run.tok, [t], run.source, points=[u["n_transfer"]], **kw
-        )
+        results = ex.layer_transfer(S, gpt, run.tok, [t], base, points=[u["n_transfer"]])
     else:  # a Table 5 row
         models = {"gpt": gpt, "lstm": run.model("lstm") if u["arm"] == "lstm" else None}
-        results = ex.ablations(S, models, run.tok, [t], run.source, arms=[u["arm"]], **kw)
+        results = ex.ablations(S, models, run.tok, [t], base, arms=[u["arm"]])
     return [rec for r in results.values() for rec in r.records]
 
 
@@ -168,31 +170,31 @@ def run(
     if plan_only or estimate_on:
         return {"units": plan, "took": {}}
     run_ = Run(S, source, corpus, Path(out_dir), Path(results) / scale, dev, tok)
-    run_.kept.mkdir(parents=True, exist_ok=True)
-    ledger = _ledger(run_, {"source": _identity(source), "corpus": _identity(corpus)}, force)
-    deadline = t0 + stop_after_min * 60 if stop_after_min else None
-    done = ledger["done"]
-    print(f"{len(done)} of {len(plan)} units done before" if done else "no unit done before")
-    for i, u in enumerate(plan, 1):
-        if u["id"] in done:
-            continue
+    with run_lock(run_.kept):  # one run a results folder (it makes the folder)
+        ledger = _ledger(run_, {"source": _identity(source), "corpus": _identity(corpus)}, force)
+        deadline, done = (t0 + stop_after_min * 60 if stop_after_min else None), ledger["done"]
+        print(f"{len(done)} of {len(plan)} units done before" if done else "no unit done before")
+        for i, u in enumerate(plan, 1):
+            if u["id"] in done:
+                continue
+            _chosen(run_, plan, ledger)
+            if deadline is not None and time.perf_counter() + (u.get("seconds") or 0) > deadline:
+                left = len(plan) - len(done)
+                print(f"stopped before {u['id']}: {left} units left; rerun to go on")
+                break
+            path = run_.kept / f"{u['chapter']}.jsonl"  # a unit cut off: its records go first
+            keep_records(path, lambda r, i=u["id"]: (r.get("config") or {}).get("plan_part") != i)
+            started = time.perf_counter()
+            records = RUNNERS.get(recipe.kind(u), _finetune)(run_, u)
+            _commit(run_, ledger, u, records, wall := time.perf_counter() - started)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+            minutes = (time.perf_counter() - t0) / 60
+            print(
+                f"[{i}/{len(plan)}] {u['id']}: {wall:.1f} s (predicted {u.get('seconds', '-')}), "
+                f"{len(records)} records, {minutes:.1f} min in all"
+            )
         _chosen(run_, plan, ledger)
-        if deadline is not None and time.perf_counter() + (u.get("seconds") or 0) > deadline:
-            print(f"stopped before {u['id']}: {len(plan) - len(done)} units left; rerun to go on")
-            break
-        path = run_.kept / f"{u['chapter']}.jsonl"  # a unit cut off: its records go first
-        keep_records(path, lambda r, i=u["id"]: (r.get("config") or {}).get("plan_part") != i)
-        started = time.perf_counter()
-        records = RUNNERS.get(recipe.kind(u), _finetune)(run_, u)
-        _commit(run_, ledger, u, records, wall := time.perf_counter() - started)
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-        minutes = (time.perf_counter() - t0) / 60
-        print(
-            f"[{i}/{len(plan)}] {u['id']}: {wall:.1f} s (predicted {u.get('seconds', '-')}), "
-            f"{len(records)} records, {minutes:.1f} min in all"
-        )
-    _chosen(run_, plan, ledger)
     took = {uid: d["wall_s"] for uid, d in done.items()}
     if len(took) == len(plan):
         print(f"all done: {len(plan)} units, {(time.perf_counter() - t0) / 60:.1f} min this call")

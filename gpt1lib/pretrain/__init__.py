@@ -34,6 +34,7 @@ import torch.distributed as dist
 from ..checkpoint import (
     CheckpointError,
     clean_run,
+    config_diff,
     latest_checkpoint,
     load_checkpoint,
     model_meta,
@@ -44,7 +45,7 @@ from ..checkpoint import (
 from ..checks import check_pretrain_config, check_tokenizer
 from ..corpus import Corpus
 from ..optim import cosine_lr, make_optimizer, train_step
-from ..records import append_records, keep_records, make_record, provenance, read_records
+from ..records import append_records, keep_records, make_record, provenance, read_records, run_lock
 from ..runtime import (
     FLOAT32,
     Dist,
@@ -163,21 +164,6 @@ def settings_diff(run_cfg: dict, model, cfg: PretrainConfig) -> list[str]:
     return config_diff(old, new)
 
 
-def config_diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """The settings that differ between two run configs, as readable lines (where the corpus
-    is found is no difference: its sha256 says whether it is the same)."""
-    out = []
-    for k in sorted(set(old) | set(new)):
-        a, b = old.get(k), new.get(k)
-        if f"{prefix}{k}" == "corpus.source" or (f"{prefix}{k}" == "corpus" and isinstance(a, str)):
-            continue  # where the corpus is found; or a run from before its sha256 was kept
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b:
-            out.append(f"{prefix}{k}: checkpoint {a!r} vs now {b!r}")
-    return out
-
-
 @torch.no_grad()
 def evaluate(
     model, corpus: Corpus, batch_size: int, max_batches: int | None, device, precision=FLOAT32
@@ -294,7 +280,8 @@ def pretrain(
     error, so nothing is overwritten. ``stop_after`` ends this call after that many updates
     (the schedule still runs to ``total_steps``), for a run done in parts. A run that starts
     or resumes removes what a crash left half-written in ``out_dir`` and the records logged
-    after its checkpoint, so that ``records.jsonl`` holds each step once.
+    after its checkpoint, so that ``records.jsonl`` holds each step once. It holds ``out_dir``
+    while it runs (``records.run_lock``), and stops at a loss that is not finite (``_Logger``).
     """
     device = pick_device(str(device) if device else None)
     proc = init_distributed(device)
@@ -304,52 +291,53 @@ def pretrain(
     micro = _check_inputs(model, tokenizer, corpus, cfg, proc, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
     run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus, out_dir)
-    if proc.main:  # what a crash mid-write left
-        clean_run(out_dir)
-    seed_everything(cfg.seed)
-    model.to(device).train()
-    if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
-        model.loss_path = loss_path(cfg, device)
-    opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
     precision = pick_precision(device, cfg.bf16)
-    scaler = precision.scaler(device)
-    step, epoch, batch_index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
-    first = step
-    net = model
-    if proc.world > 1:
-        ids = [device.index] if device.type == "cuda" else None
-        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    net = torch.compile(net) if cfg.compile else net
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
-    log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
-    log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say
-    data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, batch_index)
-    end = total_steps if stop_after is None else min(total_steps, step + stop_after)
-    log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints, cfg.log_from))
-    share = cfg.batch_size // proc.world
-    while step < end:
-        epoch, batch_index, x = next(data)
-        lr = learning_rate(step, cfg, total_steps)
-        rows = x[proc.rank * share : (proc.rank + 1) * share]
-        losses = _micro_losses(net, rows, micro, device, precision, proc.world > 1)
-        loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=step == first)
-        step += 1
-        log.after_step(step, end, loss, lr, validate)
-        if proc.main and step in log_steps:
-            tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
-        if step % cfg.ckpt_interval == 0 or step == end:
-            state = {"step": step, "epoch": epoch, "next_batch": batch_index + 1}
-            state["loss_since_log"] = log.since_log()  # the next record's share from before
-            if scaler is not None:  # float16's loss scale, which a resumed run goes on from
-                state["grad_scaler"] = scaler.state_dict()
-            if proc.main:
-                save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
-            if proc.world > 1:
-                dist.barrier()
-    log.bar.close()
-    logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
-    history, wall = read_records(log.path), time.perf_counter() - log.t0
-    return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
+    with run_lock(out_dir) if proc.main else contextlib.nullcontext():  # one run a folder
+        if proc.main:  # what a crash mid-write left
+            clean_run(out_dir)
+        seed_everything(cfg.seed)
+        model.to(device).train()
+        if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
+            model.loss_path = loss_path(cfg, device)
+        opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
+        scaler = precision.scaler(device)
+        step, epoch, index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
+        first = step
+        net = model
+        if proc.world > 1:
+            ids = [device.index] if device.type == "cuda" else None
+            net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        net = torch.compile(net) if cfg.compile else net
+        log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
+        log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say
+        data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, index)
+        end = total_steps if stop_after is None else min(total_steps, step + stop_after)
+        log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints, cfg.log_from))
+        share = cfg.batch_size // proc.world
+        while step < end:
+            epoch, index, x = next(data)
+            lr = learning_rate(step, cfg, total_steps)
+            rows = x[proc.rank * share : (proc.rank + 1) * share]
+            losses = _micro_losses(net, rows, micro, device, precision, proc.world > 1)
+            loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=step == first)
+            step += 1
+            log.after_step(step, end, loss, lr, validate)
+            if proc.main and step in log_steps:
+                tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
+            if step % cfg.ckpt_interval == 0 or step == end:
+                state = {"step": step, "epoch": epoch, "next_batch": index + 1}
+                state["loss_since_log"] = log.since_log()  # the next record's share from before
+                if scaler is not None:  # float16's loss scale, which a resumed run goes on from
+                    state["grad_scaler"] = scaler.state_dict()
+                if proc.main:
+                    save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
+                if proc.world > 1:
+                    dist.barrier()
+        log.bar.close()
+        logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
+        history, wall = read_records(log.path), time.perf_counter() - log.t0
+        return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
 
 
 class _Logger:
@@ -361,20 +349,16 @@ class _Logger:
     sum of the losses before it and the update the sum started after (``since_log``), so
     that the record after a resume averages the same updates as an uninterrupted run's (it
     averaged only those after the resume). Without it (a new run, or a checkpoint from
-    before it was kept) the sum starts at the resume, as it used to."""
+    before it was kept) the sum starts at the resume, as it used to.
+
+    A training loss that is not finite stops the run at its update (a ``FloatingPointError``
+    naming its last good checkpoint), before a checkpoint keeps it. After the warm-up, a
+    validation loss at or above the entropy of the training tokens' unigram distribution (a
+    collapse) is recorded (metric "collapse", the entropy in its config) and said; the run goes
+    on."""
 
     def __init__(
-        self,
-        out_dir: Path,
-        cfg,
-        run_cfg: dict,
-        step,
-        proc: Dist,
-        device,
-        scale,
-        progress,
-        corpus,
-        since: dict | None = None,
+        self, out_dir: Path, cfg, run_cfg, step, proc: Dist, device, scale, progress, corpus, since
     ):
         self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
         if proc.main:  # what was logged after the checkpoint is logged again from it
@@ -396,6 +380,8 @@ class _Logger:
         self.last_step = since["step"]  # the update the loss sum started after
         self.loss_sum = torch.tensor(float(since["sum"]), device=device)
         self.val_loss: float | None = None
+        self.entropy = corpus.train.unigram_entropy()  # nats: what a collapsed model scores
+        self.said = False
         on = progress and proc.main
         self.bar = progress_bar(
             total=self.total_steps, initial=step, desc=cfg.experiment, unit="update", enabled=on
@@ -403,7 +389,7 @@ class _Logger:
 
     def record(self, metric: str, value: float, step: int, **fields) -> dict:
         wall = time.perf_counter() - self.t0
-        return make_record(metric, value, step=step, wall_time=wall, **self.base, **fields)
+        return make_record(metric, value, step=step, wall_time=wall, **(self.base | fields))
 
     def since_log(self) -> dict:
         """What a checkpoint keeps for the next training-loss record: the loss summed since the
@@ -420,6 +406,13 @@ class _Logger:
     def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
         """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
         cfg, recs = self.cfg, []
+        if not torch.isfinite(loss):  # waits for the device once an update
+            raise FloatingPointError(
+                f"update {step}: the training loss is {loss.item()} at learning rate {lr:.2e}: "
+                f"stopped. Last good checkpoint: {latest_checkpoint(self.path.parent)} (None: none"
+                " yet); resume from it (resume=True, --resume); should it diverge there again, "
+                "start anew with a lower max_lr or a longer warm-up"
+            )
         self.loss_sum += loss
         self.bar.update(1)
         if step % cfg.log_interval == 0 or step == end:
@@ -442,5 +435,15 @@ class _Logger:
                 self.record("val_loss", self.val_loss, step, split="valid"),
                 self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),
             ]
+            if step > cfg.warmup_steps and self.val_loss >= self.entropy:  # a collapse
+                c = self.base["config"] | {"unigram_entropy": self.entropy}
+                recs.append(self.record("collapse", self.val_loss, step, split="valid", config=c))
+                if self.proc.main and not self.said:  # said once, recorded at each validation
+                    self.said = True
+                    getattr(self.bar, "write", print)(
+                        f"update {step}: a collapse: validation loss {self.val_loss:.3f} nats >= "
+                        f"{self.entropy:.3f}, the entropy of the training tokens' unigram "
+                        "distribution (no better than their frequencies); recorded, the run goes on"
+                    )
         if self.proc.main and recs:
             append_records(self.path, recs)

@@ -1,0 +1,135 @@
+"""GPT-1's task heads (§3.2, §3.3) and layer transfer (§5), the model side of fine-tuning.
+
+    P(y | x^1..x^m) = softmax(h_l^m W_y)
+
+``h_l^m`` is the final block's state at the ``_classify_`` token of each sequence (never "the
+last index" of a padded batch). The only new parameters are W_y and the embeddings of the three
+special tokens. Heads, as in the released code: classification and entailment read one extract
+vector; similarity ADDS the extract vectors of its two orders, then W_y; multiple choice maps
+each answer's extract vector to one scalar and takes a softmax over the answers, with ONE
+classifier-dropout mask shared by an example's answers. STS-B, scored on a scale of 0 to 5, is
+trained by default on the released code's soft labels over 6 classes and predicts the expected
+score (``regression="soft_labels"``), or with one output on the squared error (``"mse"``); see
+``loss``.
+
+Layer transfer (§5, Figure 2 left), the released code's meaning: ``n_transfer = K`` copies the
+embeddings and the first K blocks; K = 0 copies the embeddings only; K = -1 copies nothing.
+What is not copied keeps its fresh N(0, 0.02) initialisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from .fast import FastGPT
+from .loss import REGRESSIONS, STSB_CLASSES
+from .model import GPT
+from .runtime import seed_everything
+from .tasks import TaskSpec
+from .tokenizer import SPECIAL_TOKENS
+from .transforms import Batch
+
+
+class TaskModel(nn.Module):
+    """GPT-1 (or the LSTM baseline) with the special tokens and the task head W_y of one task
+    family."""
+
+    def __init__(
+        self,
+        transformer: nn.Module,
+        task: TaskSpec,
+        clf_pdrop: float = 0.1,
+        regression: str = "soft_labels",
+    ) -> None:
+        super().__init__()
+        if transformer.config.n_special < len(SPECIAL_TOKENS):
+            raise ValueError("the transformer has no special tokens: call add_special_tokens()")
+        if regression not in REGRESSIONS:
+            raise ValueError(f"regression={regression!r}: choose one of {REGRESSIONS}")
+        self.transformer = transformer
+        self.family = task.family
+        # None for a task with classes or answers; else how its score is trained (STS-B)
+        self.regression = regression if task.family == "similarity" and not task.labels else None
+        n_out = {None: len(task.labels), "mse": 1, "soft_labels": STSB_CLASSES}[self.regression]
+        n_out = 1 if task.family == "multiple_choice" else n_out
+        self.head = nn.Linear(transformer.config.n_embd, n_out)  # W_y
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+        self.clf_pdrop = clf_pdrop
+
+    def forward(self, batch: Batch, lm: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The task scores (examples, classes or answers; STS-B: (examples, 6) logits, or
+        (examples,) with MSE), and with ``lm`` the auxiliary L1, the mean of each sequence's mean
+        over its real tokens."""
+        l1 = None
+        if lm:
+            out = self.transformer(
+                batch.ids,
+                targets=batch.ids[:, 1:],
+                loss_mask=batch.mask[:, 1:],
+                reduction="mean_of_sequences",
+            )
+            hidden, l1 = out.hidden, out.loss
+        else:
+            hidden, _ = self.transformer.hidden(batch.ids)
+        rows = torch.arange(batch.ids.size(0), device=batch.ids.device)
+        h = hidden[rows, batch.extract].view(-1, batch.n_seq, hidden.size(-1))
+        if self.family == "similarity":
+            h = h.sum(1)  # the two orders' extract vectors, added
+        elif self.family != "multiple_choice":
+            h = h[:, 0]
+        if self.training and self.clf_pdrop > 0:
+            # one mask per example: shared by its answers in multiple choice
+            shape = (h.size(0), 1, h.size(-1)) if h.dim() == 3 else h.shape
+            keep = torch.full(shape, 1 - self.clf_pdrop, device=h.device, dtype=h.dtype)
+            h = h * torch.bernoulli(keep) / (1 - self.clf_pdrop)
+        scores = self.head(h)
+        if self.family == "multiple_choice" or self.regression == "mse":
+            scores = scores.squeeze(-1)
+        return scores, l1
+
+
+def transfer(src, dst, n_transfer: int | None) -> list[str]:
+    """Copy the embeddings and the first ``n_transfer`` blocks (None: all; -1: not even the
+    embeddings) of ``src`` into ``dst``; returns the names copied."""
+    if n_transfer is None:
+        n_transfer = src.config.n_layer
+    if n_transfer < -1 or n_transfer > src.config.n_layer:
+        raise ValueError(
+            f"n_transfer={n_transfer}: use -1 (nothing), 0 (embeddings only) up "
+            f"to {src.config.n_layer} (every block)"
+        )
+    if n_transfer == -1:
+        return []
+    copied = []
+    with torch.no_grad():
+        rows = src.tokens_embed.weight.size(0)
+        dst.tokens_embed.weight[:rows] = src.tokens_embed.weight
+        copied.append("tokens_embed.weight")
+        if hasattr(src, "positions_embed"):  # the LSTM has none
+            n_pos = min(src.config.n_ctx, dst.config.n_ctx)
+            dst.positions_embed.weight[:n_pos] = src.positions_embed.weight[:n_pos]
+            copied.append("positions_embed.weight")
+        for i in range(n_transfer):
+            dst.h[i].load_state_dict(src.h[i].state_dict())
+            copied += [f"h.{i}.{k}" for k in src.h[i].state_dict()]
+    return copied
+
+
+def build_task_model(pretrained, task: TaskSpec, protocol) -> TaskModel:
+    """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT-1, run as ``FastGPT``, or the
+    LSTM) with the special tokens, given ``n_transfer`` layers of ``pretrained``, and a new
+    head W_y for ``task``: ``protocol`` (a ``finetune.FinetuneConfig``) gives ``n_transfer``,
+    the classifier dropout, the seed, the longest sequence and STS-B's head (``regression``,
+    see ``TaskModel``)."""
+    cfg = pretrained.config
+    n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
+    n_ctx = min(cfg.n_ctx, protocol.max_len or cfg.n_ctx)
+    cfg = replace(cfg, n_special=n_special, n_ctx=n_ctx)
+    seed_everything(protocol.seed)
+    fresh = FastGPT(cfg) if isinstance(pretrained, GPT) else type(pretrained)(cfg)
+    transfer(pretrained, fresh, protocol.n_transfer)
+    return TaskModel(fresh, task, protocol.clf_pdrop, protocol.regression)

@@ -1,0 +1,115 @@
+"""Scoring a fine-tuned model: examples encoded once, predictions in length-grouped batches,
+and the task's metrics on them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .heads import TaskModel
+from .loss import regression_predictions
+from .runtime import FLOAT32, Precision, attention_backends, pad_multiple
+from .tasks import Example, TaskSpec, compute_metrics
+from .transforms import Encoded, batches, collate, encode_example
+
+
+class _BatchEncoded:
+    """``tok`` whose ``encode`` answers from one ``encode_batch`` of every distinct text of
+    ``examples`` (in parallel, and a RACE article once for its questions): the same ids."""
+
+    def __init__(self, tok, examples: Sequence[Example]) -> None:
+        texts = list(dict.fromkeys(t for ex in examples for t in (*ex.texts, *ex.answers)))
+        self.tok, self.ids = tok, dict(zip(texts, tok.encode_batch(texts), strict=True))
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.ids.get(text)
+        return list(ids) if ids is not None else self.tok.encode(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.tok, name)
+
+
+#: Encodings already made in this process, by (tokenizer, task, n_ctx, examples): a plan or a
+#: sweep fine-tunes on the same examples many times (layer transfer: 14 runs on RACE's 20,000),
+#: and encoding them is CPU work the accelerator would wait on. The last few are kept.
+_ENCODED: dict[tuple, tuple[Encoded, ...]] = {}
+
+
+def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> list[Encoded]:
+    """Every example's token sequences (answer counts checked against the task first)."""
+    fingerprint = getattr(tok, "fingerprint", None)  # a stand-in tokenizer may have none
+    key = (fingerprint(), task, n_ctx, tuple(examples)) if fingerprint else None
+    try:
+        if key in _ENCODED:
+            return list(_ENCODED[key])
+    except TypeError:  # an example built with lists: not kept
+        key = None
+    out = []
+    if hasattr(tok, "encode_batch"):  # GPT1Tokenizer: every distinct text in one call
+        tok = _BatchEncoded(tok, examples)
+    for ex in examples:
+        n = task.n_answers
+        if task.family == "multiple_choice" and n and len(ex.answers) != n:
+            raise ValueError(
+                f"{task.name} example {ex.uid!r} has {len(ex.answers)} answers; the task has {n}"
+            )
+        out.append(encode_example(ex, task.family, tok, n_ctx, task.truncation))
+    if key is not None:
+        if len(_ENCODED) >= 8:
+            _ENCODED.pop(next(iter(_ENCODED)))
+        _ENCODED[key] = tuple(out)
+    return out
+
+
+@torch.no_grad()
+def predict(
+    model: TaskModel,
+    items: Sequence[Encoded],
+    batch_size: int = 64,
+    device: torch.device | None = None,
+    precision: Precision = FLOAT32,
+    multiple: int | None = None,
+) -> np.ndarray:
+    """Scores for ``items`` in their order (inference mode, length-grouped batches, lengths
+    rounded up to ``multiple``: None, ``runtime.pad_multiple``'s for the device)."""
+    device = device or next(model.parameters()).device
+    multiple, cap = pad_multiple(device, multiple), model.transformer.config.n_ctx
+    was = model.training
+    model.eval()
+    out: list = [None] * len(items)
+    with attention_backends(device):
+        for b in batches(items, batch_size, None):
+            batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
+            with precision.autocast(device.type):
+                scores = model(batch, lm=False)[0].float().cpu()
+            for i, v in zip(b, scores, strict=True):
+                out[i] = v.numpy()
+    model.train(was)
+    return np.stack(out)
+
+
+def predictions(
+    model: TaskModel,
+    items: Sequence[Encoded],
+    batch_size: int = 64,
+    device: torch.device | None = None,
+    precision: Precision = FLOAT32,
+) -> np.ndarray:
+    """What the model predicts for each of ``items``: a class or answer index, or STS-B's
+    score."""
+    scores = predict(model, items, batch_size, device, precision)
+    if model.regression:  # STS-B: the predicted score
+        return regression_predictions(torch.from_numpy(scores), model.regression).numpy()
+    return scores.argmax(-1)
+
+
+def evaluate(
+    model: TaskModel, task: TaskSpec, items: Sequence[Encoded], batch_size=64, precision=FLOAT32
+):
+    """The task's metrics on labelled ``items``, and the predictions and labels they were
+    computed from (for ``per_example_record``), on the model's device."""
+    preds = predictions(model, items, batch_size, precision=precision)
+    labels = np.array([e.label for e in items])
+    return compute_metrics(task, preds, labels), preds, labels
