@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
     params = {k: v for k, v in (("source", a.source), ("corpus", a.corpus)) if v is not None}
     params |= {name: _value(value) for name, value in a.param}
     if a.sweep or a.only or a.param:
+        if a.only:  # a misspelt parameter is named before anything else
+            check_known({k: v for k, v in params.items() if k not in ROUTINE}, a.only)
         if not a.only or not a.sweep or len(a.sweep) < 2:
             p.error("--sweep NAME VALUE [VALUE ...] needs one chapter: --only <chapter>")
         values = [_value(v) for v in a.sweep[1:]]
