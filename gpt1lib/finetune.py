@@ -43,7 +43,7 @@ from .tasks import (
     get_task,
     load_examples,
 )
-from .transforms import Batch, batches, collate
+from .transforms import batches, collate
 
 
 @dataclass(frozen=True)
@@ -164,30 +164,23 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
     net = torch.compile(model) if cfg.compile else model
     precision, rng = pick_precision(device, cfg.bf16), random.Random(cfg.seed)
-    scaler = precision.scaler(device)
+    steps = _Updates(run, net, model, opt, precision)
     log = _RunLog(run, model, data, device)
-    steps, total = 0, len(train) // cfg.batch_size * cfg.epochs  # full batches only
+    total = len(train) // cfg.batch_size * cfg.epochs  # full batches only
     bar = progress_bar(
         total=total, desc=f"fine-tuning {spec.name}", unit="update", enabled=run.progress
     )
     for epoch in range(1, cfg.epochs + 1):
-        t0, sums = time.perf_counter(), torch.zeros(3, device=device)  # L3, L2, L1 summed
+        t0 = time.perf_counter()
+        steps.sums.zero_()  # L3, L2, L1, summed over the epoch's updates on the device
         order = batches(train, cfg.batch_size, rng, drop_last=True)
         for b in order:
-            batch = collate(
-                [train[j] for j in b],
-                multiple=pad_multiple(device),
-                cap=model.transformer.config.n_ctx,
-            ).to(device, non_blocking=True)
-            lr = cfg.lr * warmup_linear(steps / total, cfg.warmup)
-            parts = _losses(net, model, batch, cfg, precision, device)
-            train_step(
-                model, opt, lr, _summed(parts, sums), cfg.grad_clip, scaler, check=steps == 0
-            )
-            steps += 1
+            lr = cfg.lr * warmup_linear(steps.done / total, cfg.warmup)
+            steps.update([train[j] for j in b], lr)
             bar.update(1)
+        steps.check()
         log.train_time += time.perf_counter() - t0
-        means = (sums / len(order)).tolist()
+        means = (steps.sums / len(order)).tolist()
         losses = dict(zip(("loss", "task_loss", "lm_loss"), means, strict=True))
         bar.set_postfix(loss=f"{losses['loss']:.3f}")
         last = epoch == cfg.epochs
@@ -198,21 +191,85 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
         }
         log.epoch(epoch, losses, got, uids if last else None)
     bar.close()
-    log.beside(tok, precision)
+    log.beside(tok, precision, steps.split)
     return log.result(time.perf_counter() - t_start)
 
 
-def _losses(net, model: TaskModel, batch: Batch, cfg: FinetuneConfig, precision, device):
-    """L3 and its parts L2 and L1 of one batch (L1 not computed where lambda is 0)."""
-    with precision.autocast(device.type), attention_backends(device):
-        scores, l1 = net(batch, lm=cfg.lm_coef > 0)
-    return task_loss(scores, batch.labels, model.regression, l1, cfg.lm_coef)
+class _Updates:
+    """A run's updates: each batch's L3 back-propagated, clipped, stepped (``train_step``);
+    its losses summed on the device; the first update whose loss is not finite, checked every
+    ``CHECK`` updates (a wait for the GPU) and at each epoch's end, an error naming it; and,
+    where the GPU runs out of memory, the batch split into ``split`` micro-batches whose
+    gradients add up to the same update (``split`` doubles until it fits; one example that
+    does not fit alone is an error naming the task, its length and the setting to change)."""
 
+    CHECK = 32
 
-def _summed(parts, sums: torch.Tensor):
-    """``train_step``'s losses: L3, its parts added to ``sums`` on the device (no sync)."""
-    sums.add_(torch.stack(parts).detach())
-    yield parts[0]
+    def __init__(self, run: FinetuneRun, net, model: TaskModel, opt, precision) -> None:
+        self.run, self.net, self.model, self.opt, self.precision = run, net, model, opt, precision
+        self.device = next(model.parameters()).device
+        self.scaler = precision.scaler(self.device)
+        self.sums = torch.zeros(3, device=self.device)
+        self.bad = torch.tensor(-1, device=self.device)  # the first non-finite update, or -1
+        self.done, self.split, self.lrs = 0, 1, []
+
+    def update(self, items: list, lr: float) -> None:
+        cfg = self.run.cfg
+        while True:
+            m = -(-len(items) // self.split)  # examples a micro-batch
+            chunks = [items[i : i + m] for i in range(0, len(items), m)]
+            losses = (self._loss(c, len(c) / len(items)) for c in chunks)
+            try:
+                check = self.done == 0
+                train_step(self.model, self.opt, lr, losses, cfg.grad_clip, self.scaler, check)
+                break
+            except torch.cuda.OutOfMemoryError as e:
+                self.opt.zero_grad(set_to_none=True)
+                self._smaller(items, e)
+        self.lrs.append(lr)
+        self.done += 1
+        if self.done % self.CHECK == 0:
+            self.check()
+
+    def _loss(self, chunk: list, share: float) -> torch.Tensor:
+        """L3 of a micro-batch, weighted by its ``share`` of the batch (1: the whole batch)."""
+        cfg, device = self.run.cfg, self.device
+        n_ctx = self.model.transformer.config.n_ctx
+        batch = collate(chunk, multiple=pad_multiple(device), cap=n_ctx)
+        batch = batch.to(device, non_blocking=True)
+        with self.precision.autocast(device.type), attention_backends(device):
+            scores, l1 = self.net(batch, lm=cfg.lm_coef > 0)
+        parts = task_loss(scores, batch.labels, self.model.regression, l1, cfg.lm_coef)
+        parts = parts if share == 1 else [p * share for p in parts]
+        self.sums.add_(torch.stack(parts).detach())
+        first = (self.bad < 0) & ~torch.isfinite(parts[0])  # no wait for the GPU
+        self.bad = torch.where(first, self.done, self.bad)
+        return parts[0]
+
+    def _smaller(self, items: list, e: Exception) -> None:
+        spec = self.run.spec
+        if self.split >= len(items):
+            n = max(len(s) for it in items for s in it.seqs)
+            raise RuntimeError(
+                f"{spec.name}: one example of up to {n} tokens a sequence runs out of GPU memory "
+                "even alone: lower FinetuneConfig.max_len, or use a GPU with more memory"
+            ) from e
+        torch.cuda.empty_cache()
+        self.split = min(self.split * 2, len(items))
+        print(
+            f"{spec.name}: out of GPU memory at batch {len(items)}: each update now in "
+            f"{self.split} micro-batches (the same update; recorded)"
+        )
+
+    def check(self) -> None:
+        """An error naming the first update whose loss was not finite, if one was."""
+        if (bad := int(self.bad)) >= 0:
+            raise FloatingPointError(
+                f"{self.run.spec.name}: the fine-tuning loss is not finite at update {bad + 1} "
+                f"(learning rate {self.lrs[bad]:.2e}): the run stopped, none of its records "
+                "kept (fine-tuning keeps no checkpoint: it starts again from the pre-trained "
+                "model). Lower FinetuneConfig.lr or lengthen its warm-up, and run it again"
+            )
 
 
 def _encoded(model: TaskModel, task: TaskSpec, tok, train, evals: dict, cfg: FinetuneConfig):
@@ -273,8 +330,12 @@ class _RunLog:
             ]
             self.final = dict(scored[next(iter(self.data.evals))][0])
 
-    def beside(self, tok, precision) -> None:
-        """The tasks scored beside the run's, by the model it trained, after the last epoch."""
+    def beside(self, tok, precision, split: int) -> None:
+        """The tasks scored beside the run's, by the model it trained, after the last epoch;
+        and, where updates were split into micro-batches (out of GPU memory), how many."""
+        if split > 1:
+            fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
+            self.parts.append(make_record("micro_batches", split, **fields))
         n_ctx, cfg = self.model.transformer.config.n_ctx, self.run.cfg
         for name, examples in self.data.beside.items():
             other = get_task(name)

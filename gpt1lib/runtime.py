@@ -255,6 +255,27 @@ def show_data_warnings_in_one_line(category: type[Warning]) -> None:
     warnings.showwarning = showwarning
 
 
+def each_fitting(
+    parts: Iterable[list[int]], run: Callable[[list[int]], None], alone: Callable
+) -> int:
+    """``run`` on each list of indices of ``parts`` (a batch); one that runs out of GPU memory
+    is split in two and each half run, as often as it takes. An index that does not fit alone
+    is a ``RuntimeError`` whose message is ``alone(index)`` (what to change). Returns how many
+    times a batch was split (a record says so)."""
+    todo, splits = list(parts), 0
+    while todo:
+        part = todo.pop(0)
+        try:
+            run(part)
+        except torch.cuda.OutOfMemoryError as e:
+            if len(part) == 1:
+                raise RuntimeError(alone(part[0])) from e
+            torch.cuda.empty_cache()
+            todo[:0] = [part[: len(part) // 2], part[len(part) // 2 :]]
+            splits += 1
+    return splits
+
+
 _GATHERING = [0]  # gathered_warnings blocks open: an inner one leaves its warnings to the outer
 
 

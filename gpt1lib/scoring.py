@@ -10,7 +10,7 @@ import torch
 
 from .heads import TaskModel
 from .loss import regression_predictions
-from .runtime import FLOAT32, Precision, attention_backends, pad_multiple
+from .runtime import FLOAT32, Precision, attention_backends, each_fitting, pad_multiple
 from .tasks import Example, TaskSpec, compute_metrics
 from .transforms import Encoded, batches, collate, encode_example
 
@@ -79,13 +79,22 @@ def predict(
     was = model.training
     model.eval()
     out: list = [None] * len(items)
-    with attention_backends(device):
-        for b in batches(items, batch_size, None):
-            batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
-            with precision.autocast(device.type):
-                scores = model(batch, lm=False)[0].float().cpu()
-            for i, v in zip(b, scores, strict=True):
-                out[i] = v.numpy()
+
+    def score(b: list[int]) -> None:
+        batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
+        with precision.autocast(device.type), attention_backends(device):
+            scores = model(batch, lm=False)[0].float().cpu()
+        for i, v in zip(b, scores, strict=True):
+            out[i] = v.numpy()
+
+    def alone(i: int) -> str:  # an example too long for the GPU even alone
+        n = max(map(len, items[i].seqs))
+        return (
+            f"scoring one example of {n} tokens ({len(items[i].seqs)} sequences) runs out "
+            "of GPU memory even alone: lower FinetuneConfig.max_len"
+        )
+
+    each_fitting(batches(items, batch_size, None), score, alone)  # halved where memory asks
     model.train(was)
     return np.stack(out)
 

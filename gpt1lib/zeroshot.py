@@ -42,7 +42,7 @@ from torch.nn.utils.rnn import pad_sequence
 from .checkpoint import load_run
 from .checks import check_tokenizer, warn_data
 from .records import make_record, per_example_record, provenance
-from .runtime import attention_backends, pad_multiple, pick_device, progress_bar
+from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task, load_examples
 from .transforms import padded_length
 
@@ -145,18 +145,27 @@ def continuation_logprobs(
         )
     out: list[tuple[float, int]] = [(0.0, 0)] * len(seqs)
     multiple = pad_multiple(device)
-    with attention_backends(device):
-        for idx in _batches(seqs, batch_size, multiple, n_ctx):
-            rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
-            x = pad_sequence(rows, batch_first=True)  # right-padded with 0
-            T = padded_length(x.size(1), multiple, n_ctx)
-            x = torch.nn.functional.pad(x, (0, T - x.size(1))).to(device)
+
+    def score(idx: list[int]) -> None:
+        rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
+        x = pad_sequence(rows, batch_first=True)  # right-padded with 0
+        T = padded_length(x.size(1), multiple, n_ctx)
+        x = torch.nn.functional.pad(x, (0, T - x.size(1))).to(device)
+        with attention_backends(device):
             logp = model(x).logits.float().log_softmax(-1)
-            # logp[:, t] predicts token t + 1
-            tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
-            for r, i in enumerate(idx):
-                lo, hi = starts[i] - 1, len(seqs[i]) - 1
-                out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
+        # logp[:, t] predicts token t + 1
+        tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
+        for r, i in enumerate(idx):
+            lo, hi = starts[i] - 1, len(seqs[i]) - 1
+            out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
+
+    def alone(i: int) -> str:
+        return (
+            f"zero-shot scoring of one sequence of {len(seqs[i])} tokens runs out of GPU "
+            "memory even alone: score with a model of a shorter context"
+        )
+
+    each_fitting(_batches(seqs, batch_size, multiple, n_ctx), score, alone)  # halved if need be
     model.train(was)
     return out
 

@@ -23,12 +23,19 @@ from safetensors.torch import save_file
 from gpt1lib import experiments as ex
 from gpt1lib.checkpoint import latest_checkpoint, load_run
 from gpt1lib.corpus import build_corpus
+from gpt1lib.fast import FastGPT
+from gpt1lib.finetune import FinetuneRun, _Updates, finetune
 from gpt1lib.harness.runner import run as run_recipe
+from gpt1lib.heads import TaskModel, build_task_model
+from gpt1lib.loss import task_loss
 from gpt1lib.optim import train_step
 from gpt1lib.pretrain import learning_rate, pretrain
 from gpt1lib.records import append_records, make_record, read_records
 from gpt1lib.scales import SCALES
+from gpt1lib.scoring import encode_all, predict
+from gpt1lib.tasks import get_task, load_examples
 from gpt1lib.weights import export_hf, load_original, load_pretrained
+from gpt1lib.zeroshot import continuation_logprobs
 
 FAULTS: list[Case] = []
 fault = registry("fault", FAULTS)
@@ -248,6 +255,92 @@ def stale_lock_in_the_pretrain_folder(c):
 def second_run_in_the_same_results_folder(c):
     _lock(c.tmp / "results" / "smoke", os.getppid())
     run_recipe("smoke", "fixture", "fixture", c.tmp / "runs", c.tmp / "results")
+
+
+# ---------------------------------------------------------------- fine-tuning and scoring
+
+UPDATE = _Updates.update  # the guard that fails a case once training starts replaces it
+NOISELESS = replace(SCALES["smoke"].finetune, clf_pdrop=0.0, epochs=1, batch_size=8)
+
+
+def _finetune(c, cfg=NOISELESS, **faults):
+    """Chapter 05's fine-tuning of SST-2 on the fixture, on the case's tiny model without
+    dropout (an update split into micro-batches is then the same update, to rounding)."""
+    model = FastGPT(replace(c.model.config, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0))
+    model.load_state_dict(c.model.state_dict())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.finetune._Updates.update", UPDATE)
+        for target, fn in faults.items():
+            mp.setattr(target, fn)
+        return finetune(model, c.tok, FinetuneRun("sst2", cfg, progress=False))
+
+
+def _oom_above(n: int, real):
+    """``real`` (a forward pass), out of GPU memory for a batch of more than ``n`` examples."""
+
+    def forward(self, batch, *a, **k):
+        if batch.labels.size(0) > n:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(self, batch, *a, **k)
+
+    return forward
+
+
+@fault(FloatingPointError, match=r"sst2: the fine-tuning loss is not finite at update 3 \(learning "
+       r"rate \d\.\d+e-\d+\).*Lower FinetuneConfig\.lr")  # fmt: skip
+def finetune_loss_not_finite(c):
+    n = [0]
+
+    def nan_at_3(*a, **k):
+        n[0] += 1
+        parts = task_loss(*a, **k)
+        return [p * float("nan") for p in parts] if n[0] == 3 else parts
+
+    _finetune(c, **{"gpt1lib.finetune.task_loss": nan_at_3})
+
+
+@fault(match=r"^micro-batches 2, the same losses: True$")
+def finetune_out_of_gpu_memory(c):
+    plain = _finetune(c)
+    split = _finetune(c, **{"gpt1lib.heads.TaskModel.forward": _oom_above(4, TaskModel.forward)})
+    said = [r["value"] for r in split.records if r["metric"] == "micro_batches"]
+    same = [r["value"] for r in plain.records if r["metric"] in ("loss", "accuracy")]
+    again = [r["value"] for r in split.records if r["metric"] in ("loss", "accuracy")]
+    return f"micro-batches {int(said[0])}, the same losses: {np.allclose(same, again, rtol=1e-5)}"
+
+
+@fault(RuntimeError, match=r"sst2: one example of up to \d+ tokens a sequence runs out of GPU "
+       r"memory even alone: lower FinetuneConfig\.max_len")  # fmt: skip
+def finetune_one_example_too_long_for_the_gpu(c):
+    _finetune(c, **{"gpt1lib.heads.TaskModel.forward": _oom_above(0, TaskModel.forward)})
+
+
+@fault(match=r"^the same scores: True$")
+def scoring_out_of_gpu_memory(c):
+    model = build_task_model(c.model, get_task("sst2"), NOISELESS)
+    items = encode_all(load_examples("sst2", "dev"), get_task("sst2"), c.tok, 32)
+    plain = predict(model, items, batch_size=16)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("gpt1lib.heads.TaskModel.forward", _oom_above(3, TaskModel.forward))
+        halved = predict(model, items, batch_size=16)
+    return f"the same scores: {np.allclose(plain, halved, atol=1e-6)}"
+
+
+@fault(match=r"^the same log-probabilities: True$")
+def zero_shot_out_of_gpu_memory(c):
+    prefixes, ends = [[5, 6, 7, i % 50] for i in range(12)], [[8, 9]] * 12
+    plain = continuation_logprobs(c.model, prefixes, ends, batch_size=8)
+    real = type(c.model).forward
+
+    def forward(self, x, *a, **k):
+        if x.size(0) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected)")
+        return real(self, x, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(c.model), "forward", forward)
+        halved = continuation_logprobs(c.model, prefixes, ends, batch_size=8)
+    return f"the same log-probabilities: {np.allclose(plain, halved, atol=1e-5)}"
 
 
 @pytest.mark.parametrize("case", params(FAULTS))

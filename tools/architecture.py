@@ -51,8 +51,9 @@ CORE = (
 #: The core's ceiling was 4,500 (issue 26); issue 34 split fine-tuning into a run and its loop
 #: (``finetune``), the task heads (``heads``) and scoring (``scoring``), 87 lines of module
 #: headers and the run's settings object more, and issue 36 added the fault handling (locks,
-#: a full disk's error, whole record lines, no pickle), 38 more: 4,650.
-CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4650, 450, 80, 0.15
+#: a full disk's error, whole record lines, no pickle, a diverged or out-of-memory fine-tuning
+#: or scoring), 84 more: 4,700.
+CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4700, 450, 80, 0.15
 #: The recorded run's scheduling code (issue 32: the units, their predictions, the runner; the
 #: plan, plan_run, plan_report and throughput modules it replaced were 1,011 non-blank lines),
 #: within its ceiling; and the whole harness (2,188 then), whose target is printed but not yet
