@@ -1,10 +1,10 @@
 """Inputs checked before any expensive work, and warnings about data that is legal but suspect.
 
-Every entry point (``pretrain``, ``finetune``, ``run_task``, ``zero_shot_score``, the pretrain
-command line) checks its arguments here first (a chapter its parameters, in ``chapter.setup``),
-so that a bad one fails in a second with an error naming the input, its value and the fix, not
-after pre-training with an unrelated one. ``tests/BAD_INPUTS.md`` lists every bad input and
-what it gets.
+Every entry point (``pretrain``, ``finetune`` and its ``FinetuneRun``, ``zero_shot_score``, the
+pretrain command line) checks its arguments here first (a chapter its parameters, in
+``chapter.setup``), so that a bad one fails in a second with an error naming the input, its
+value and the fix, not after pre-training with an unrelated one. ``tests/BAD_INPUTS.md`` lists
+every bad input and what it gets.
 
 The warnings (``DataWarning``) are for what runs but says little: a split that is all one
 class, STS-B scores that are all equal (the correlations are undefined), inputs cut to fit the
@@ -153,7 +153,7 @@ def check_source(source, name: str = "source") -> None:
 
 
 def check_run_task(spec: TaskSpec, source, cfg, limit, eval_limit, also, eval_split) -> None:
-    """``run_task``'s arguments: the config, the limits, a source that holds two splits, an
+    """A ``FinetuneRun``'s from a source: the config, the limits, a source that holds two splits, an
     evaluation split that is not the training split, ``also`` tasks that share the head."""
     check_finetune_config(cfg)
     count("limit", limit, none=True, hint="training examples; None: all")
@@ -167,8 +167,8 @@ def check_run_task(spec: TaskSpec, source, cfg, limit, eval_limit, also, eval_sp
         )
     if source not in ("fixture", "hub") and Path(source).is_file():
         raise ValueError(
-            f"source={str(source)!r} is one file, and run_task reads two splits (train and "
-            f"{split}): one file never serves both. Pass the folder that holds both files"
+            f"source={str(source)!r} is one file, and a fine-tuning run reads two splits (train "
+            f"and {split}): one file never serves both. Pass the folder that holds both files"
         )
     for other in map(get_task, also if not isinstance(also, str) else [also]):
         if (other.family, other.labels, other.n_answers) != (

@@ -127,7 +127,7 @@ class Scale:
         return int(self.tokenizer.split(":")[1]) if self.tokenizer.startswith("train:") else 40_000
 
     def limits_for(self, task: str, limit: int | None = None, eval_limit: int | None = None):
-        """``run_task``'s ``limit`` and ``eval_limit``: as given, or where None the scale's
+        """A run's ``limit`` and ``eval_limit``: as given, or where None the scale's
         default for ``task`` (its own, else its family's, else the scale's "default")."""
         spec = get_task(task)
         default = self.limits.get(spec.family, self.limits.get("default", (None, None)))
