@@ -73,7 +73,7 @@ def test_the_pages_give_each_finding_the_verdict_of_the_one_rule(tmp_path, shape
             for part in (p for p in said.removeprefix("not shown (").rstrip(")").split("; ") if p):
                 assert part.replace("'", "&#x27;") in text or part in text, (page, part)
     if shape == "ee22f51":  # the issue's reading of that run, by the one rule
-        said = expected.set_index("finding").verdict
-        assert all(v.startswith("not shown") for v in said)
-        assert "+3.5, under 4.9" in said["pre-training"]
-        assert "unequal pre-training" in said["transformer over LSTM"]
+        said = expected.set_index("finding")
+        assert all(v.startswith("not shown") for v in said.verdict)
+        assert "+3.5, under 4.9" in said.verdict["pre-training"]
+        assert "unequal pre-training" in said.confounds["transformer over LSTM"]
