@@ -256,9 +256,14 @@ class Chapter(SimpleNamespace):
     def zero_shot(self):
         """Chapter 11's, ``experiments.zero_shot_curves``: both models' checkpoints scored."""
         return experiments.zero_shot_curves(
-            self.S, self.source, self.out_dir, eval_limit=self.eval_limit, seed=self.seed,
-            device=self.device, progress=False,
-        )  # fmt: skip
+            self.S,
+            self.source,
+            self.out_dir,
+            eval_limit=self.eval_limit,
+            seed=self.seed,
+            device=self.device,
+            progress=False,
+        )
 
     def ablations(self, models: dict, tok):
         """Chapter 12's, ``experiments.ablations``: Table 5's rows."""

@@ -24,10 +24,18 @@ from pathlib import Path
 from .tasks import DataWarning, Example, TaskSpec, get_task
 
 __all__ = [
-    "DataWarning", "check_batches", "check_finetune", "check_finetune_config",
-    "check_pretrain_config", "check_run_task", "check_source", "check_tokenizer", "count",
-    "warn_data", "warn_truncated",
-]  # fmt: skip
+    "DataWarning",
+    "check_batches",
+    "check_finetune",
+    "check_finetune_config",
+    "check_pretrain_config",
+    "check_run_task",
+    "check_source",
+    "check_tokenizer",
+    "count",
+    "warn_data",
+    "warn_truncated",
+]
 
 
 def count(name: str, value, minimum: int | None = 1, none: bool = False, hint: str = "") -> None:
@@ -93,8 +101,9 @@ def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
     count(c + "n_log_checkpoints", cfg.n_log_checkpoints, 0)
     count(c + "log_from", cfg.log_from, hint="the update of the first log-spaced checkpoint")
     if cfg.loss not in ("auto", "fused", "logits"):
-        raise ValueError(f"{c}loss={cfg.loss!r}: use 'auto' (the device's faster), 'fused' or "
-                         "'logits'")  # fmt: skip
+        raise ValueError(
+            f"{c}loss={cfg.loss!r}: use 'auto' (the device's faster), 'fused' or 'logits'"
+        )
     count(c + "seed", cfg.seed, None)
     count("stop_after", stop_after, none=True, hint="None: run to total_steps")
 

@@ -178,8 +178,12 @@ def examples_cell(row: dict) -> str:
 
 
 #: The cpu scale's selection (tools/select_finetune_cpu.py) named the arms by their rows.
-_CPU_ARMS = {"pre-trained": "full", "no aux LM": "no_aux_lm", "from scratch": "no_pretraining",
-             "LSTM": "lstm"}  # fmt: skip
+_CPU_ARMS = {
+    "pre-trained": "full",
+    "no aux LM": "no_aux_lm",
+    "from scratch": "no_pretraining",
+    "LSTM": "lstm",
+}
 
 
 def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -190,17 +194,38 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
     df, rows = frame(records), []
     for r in df[df.metric == "selection_score"].to_dict("records") if not df.empty else []:
         c = r["config"]
-        rows.append((run_label(r), c["arm"], c["lr"], c["warmup"], c["epochs"], c["batch_size"],
-                     r["value"], ", ".join(c["metrics"])))  # fmt: skip
+        rows.append(
+            (
+                run_label(r),
+                c["arm"],
+                c["lr"],
+                c["warmup"],
+                c["epochs"],
+                c["batch_size"],
+                r["value"],
+                ", ".join(c["metrics"]),
+            )
+        )
     if sweep is not None and Path(sweep).is_file():
         for r in pd.read_json(sweep, lines=True).to_dict("records"):
-            rows.append(("cpu selection (tools/select_finetune_cpu.py)", _CPU_ARMS[r["arm"]],
-                         r["lr"], 0.002, r["epochs"], r["batch"], r["score"],
-                         "sst2, cola"))  # fmt: skip
+            rows.append(
+                (
+                    "cpu selection (tools/select_finetune_cpu.py)",
+                    _CPU_ARMS[r["arm"]],
+                    r["lr"],
+                    0.002,
+                    r["epochs"],
+                    r["batch"],
+                    r["score"],
+                    "sst2, cola",
+                )
+            )
     cols = ["run", "arm", "lr", "warmup", "epochs", "batch", "score", "tasks"]
     sel = pd.DataFrame(rows, columns=cols)
-    sel["setting"] = [f"lr {r.lr:g}, warm-up {r.warmup:.1%}, {r.epochs} epochs, batch {r.batch}"
-                      for r in sel.itertuples(index=False)]  # fmt: skip
+    sel["setting"] = [
+        f"lr {r.lr:g}, warm-up {r.warmup:.1%}, {r.epochs} epochs, batch {r.batch}"
+        for r in sel.itertuples(index=False)
+    ]
     grid = sel.pivot_table(index=["run", "setting"], columns="arm", values="score", sort=False)
     grid = grid.round(1).astype(object).where(grid.notna(), "not tried")
     best = sel.loc[sel.groupby(["run", "arm"], sort=False).score.idxmax()] if len(sel) else sel

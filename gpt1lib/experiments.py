@@ -258,8 +258,12 @@ def layer_transfer(S: Scale, pretrained, tok, tasks, base: FinetuneRun, points=N
 
 #: Each arm of Table 5 (the experiment its records name): what it changes, and the pre-trained
 #: model it fine-tunes.
-ARM_SETTINGS = {"full": {}, "no_pretraining": {"n_transfer": -1}, "no_aux_lm": {"lm_coef": 0.0},
-                "lstm": {}}  # fmt: skip
+ARM_SETTINGS = {
+    "full": {},
+    "no_pretraining": {"n_transfer": -1},
+    "no_aux_lm": {"lm_coef": 0.0},
+    "lstm": {},
+}
 ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 
 
@@ -273,8 +277,9 @@ def ablations(S: Scale, models: dict, tok, tasks, base: FinetuneRun, arms=None):
         for arm, task in ((a, t) for a in arms or S.table5_arms for t in tasks):
             if unavailable(task, base.source):
                 continue
-            cfg = S.finetune_for(arm, seed=base.cfg.seed, experiment=f"ablation:{arm}",
-                                 **ARM_SETTINGS[arm])  # fmt: skip
+            cfg = S.finetune_for(
+                arm, seed=base.cfg.seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm]
+            )
             run = _one(S, replace(base, cfg=cfg), task, f"ablations/{arm}")
             out[arm, task] = finetune(models[ARM_MODEL[arm]], tok, run)
     return out

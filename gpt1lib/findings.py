@@ -27,7 +27,7 @@ from .evaluations import (
     frame,
     with_outcomes,
 )
-from .labels import run_label
+from .labels import pretrained, run_label
 from .loss import prior_loss
 from .paper import (
     ABLATIONS,
@@ -185,8 +185,10 @@ def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float,
     for t, (a, b) in zip(common, pairs, strict=True):
         iv = difference_interval(metric[t], a["outcome"], b["outcome"]) or (np.nan, np.nan)
         per_task.append((t, a["value"] - b["value"], *iv))
-    arms = [(metric[t], arrays(a["outcome"])[0], *arrays(b["outcome"])) for t, (a, b) in
-            zip(common, pairs, strict=True)]  # fmt: skip
+    arms = [
+        (metric[t], arrays(a["outcome"])[0], *arrays(b["outcome"]))
+        for t, (a, b) in zip(common, pairs, strict=True)
+    ]
     lo, hi = stats.mean_difference_interval(arms)
     return float(np.mean([d for _, d, _, _ in per_task])), lo, hi, per_task
 
@@ -224,27 +226,12 @@ def _model_confounds(arms: dict[str, dict], tasks) -> list[str]:
     return out
 
 
-def _pretraining(df: pd.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:
-    """run -> arch -> (updates, tokens): how far each model was pre-trained."""
-    names = ["pretrain", "pretrain:gpt", "pretrain:lstm"]  # "pretrain": the GPT's, before a5300d5
-    pre = df[df.experiment.isin(names) & (df.metric == "train_loss")]
-    out: dict[str, dict[str, tuple[int, int]]] = {}
-    for r in pre.to_dict("records"):
-        arch, c = (r["experiment"] + ":gpt").split(":")[1], r.get("config") or {}
-        run = out.setdefault(run_label(r), {})
-        block = c.get("pretrain", {}).get("batch_size", 0) * c.get("model", {}).get(
-            "config", {}).get("n_ctx", 0)  # fmt: skip
-        if int(r["step"]) >= run.get(arch, (0, 0))[0]:
-            run[arch] = (int(r["step"]), int(r["step"]) * block)
-    return out
-
-
 def _unequal(ups: dict) -> list[str]:
     if not {"gpt", "lstm"} <= set(ups) or ups["gpt"] == ups["lstm"]:
         return []
     (gu, gt), (lu, lt) = ups["gpt"], ups["lstm"]
-    return [f"unequal pre-training: the LSTM {lu:,} updates ({lt / 1e6:.0f} M tokens), the "
-            f"transformer {gu:,} ({gt / 1e6:.0f} M)"]  # fmt: skip
+    said = f"the LSTM {lu:,} updates ({lt / 1e6:.0f} M tokens), the transformer {gu:,}"
+    return [f"unequal pre-training: {said} ({gt / 1e6:.0f} M)"]
 
 
 # ---------------------------------------------------------------- each finding
@@ -324,7 +311,7 @@ def findings(records) -> pd.DataFrame:
     if df.empty or "metric" not in df.columns:
         return pd.DataFrame(columns=cols)
     ablations, zero, transfer = ablation_runs(df), zero_shot_points(df), layer_transfer_points(df)
-    pre = _pretraining(df)
+    pre = pretrained(df)
     rows = []
     for run in dict.fromkeys([*ablations, *zero.run, *transfer.run]):
         methods, ups = ablations.get(run, {}), pre.get(run, {})
@@ -353,11 +340,17 @@ def zero_shot_last(records) -> pd.DataFrame:
         f"one answer, {a}, to all" if isinstance(a, str) else format_value(v, lo, hi)
         for v, lo, hi, a in zip(last.value, last.lo, last.hi, last.answer, strict=True)
     ]
-    return pd.DataFrame({
-        "run": last.run, "model": last.model, "task": list(map(heuristic_title, last.heuristic)),
-        "split": last.split, "update": last.step.astype(int), "score [95% interval]": cells,
-        "random guess": [BASELINES[t][0] for t in last.task],
-    }).reset_index(drop=True)  # fmt: skip
+    return pd.DataFrame(
+        {
+            "run": last.run,
+            "model": last.model,
+            "task": list(map(heuristic_title, last.heuristic)),
+            "split": last.split,
+            "update": last.step.astype(int),
+            "score [95% interval]": cells,
+            "random guess": [BASELINES[t][0] for t in last.task],
+        }
+    ).reset_index(drop=True)
 
 
 def scored_split(rec: dict) -> str:
@@ -425,8 +418,10 @@ def underfitting(records) -> pd.DataFrame:
     losses = _last_epoch_losses(df)
     priors = df[df.metric == "prior_task_loss"]
     priors = {(r["experiment"], r["task"], run_label(r)): r["value"] for _, r in priors.iterrows()}
-    labels = {(r["experiment"], r["run"], r["task"]): r["outcome"] for r in
-              final_metrics(df, tuple(ROWS)).to_dict("records")}  # fmt: skip
+    labels = {
+        (r["experiment"], r["run"], r["task"]): r["outcome"]
+        for r in final_metrics(df, tuple(ROWS)).to_dict("records")
+    }
     rows = []
     for r in losses.to_dict("records"):
         c, spec = r["config"], TASKS[r["task"]]
@@ -442,6 +437,6 @@ def underfitting(records) -> pd.DataFrame:
             continue
         n = c.get("train_examples")
         updates = n // c["batch_size"] * c["epochs"] if n else None
-        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, f"{r['value']:.3f}",
-                     f"{prior:.3f}", f"{r['value'] - prior:+.3f}", where))  # fmt: skip
+        losses = [f"{r['value']:.3f}", f"{prior:.3f}", f"{r['value'] - prior:+.3f}"]
+        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, *losses, where))
     return pd.DataFrame(rows, columns=cols)

@@ -195,35 +195,52 @@ def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
             continue
         tuned = recs[recs.experiment == "finetune"]
         first = (tuned if len(tuned) else recs).iloc[0].to_dict()
-        rows.append({
-            "label": run_label({**first, "config": {}}),
-            "chapters": len(entries),
-            "minutes": round(sum(e.get("wall_time_s", 0) for e in entries.values()) / 60),
-            "how it was made": _how(next(iter(entries.values()))).split(", with ")[0],
-            "pre-training": pretraining(recs),
-            "fine-tuning started from": fine_tuning_start(first) if len(tuned) else "none",
-        })  # fmt: skip
+        rows.append(
+            {
+                "label": run_label({**first, "config": {}}),
+                "chapters": len(entries),
+                "minutes": round(sum(e.get("wall_time_s", 0) for e in entries.values()) / 60),
+                "how it was made": _how(next(iter(entries.values()))).split(", with ")[0],
+                "pre-training": pretraining(recs),
+                "fine-tuning started from": fine_tuning_start(first) if len(tuned) else "none",
+            }
+        )
     return pd.DataFrame(rows)
 
 
+#: Each model's pre-training experiments ("pretrain": the GPT's, before a5300d5).
+PRETRAIN_EXPERIMENTS = {"gpt": ("pretrain:gpt", "pretrain"), "lstm": ("pretrain:lstm",)}
+
+
+def pretrained(records: pd.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:
+    """run -> "gpt" or "lstm" -> (updates, tokens): how far each model of each run was
+    pre-trained, from its last training-loss record."""
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for arch, names in PRETRAIN_EXPERIMENTS.items():
+        loss = records[records.experiment.isin(names) & (records.metric == "train_loss")]
+        for r in loss.to_dict("records"):
+            c = r["config"] if isinstance(r.get("config"), dict) else {}
+            block = c.get("pretrain", {}).get("batch_size", 0)
+            block *= c.get("model", {}).get("config", {}).get("n_ctx", 0)
+            mine, step = out.setdefault(run_label(r), {}), int(r["step"])
+            if step >= mine.get(arch, (0, 0))[0]:
+                mine[arch] = (step, step * block)
+    return out
+
+
 def pretraining(records: pd.DataFrame) -> str:
-    """How far each model of a run was pre-trained, from its records: updates, tokens and the
-    last validation perplexity, e.g. "GPT 2,500 updates (82 M tokens, perplexity 60.3)"."""
-    parts = []
-    for names, name in ((("pretrain:gpt", "pretrain"), "GPT"), (("pretrain:lstm",), "LSTM")):
-        mine = records[records.experiment.isin(names)]  # "pretrain": the GPT's before a5300d5
-        loss, ppl = mine[mine.metric == "train_loss"], mine[mine.metric == "val_ppl"]
-        if loss.empty:
+    """How far each model of a recorded run (one folder's records) was pre-trained: updates,
+    tokens and the last validation perplexity, e.g. "GPT 2,500 updates (82 M tokens,
+    perplexity 60.3)"."""
+    parts, runs = [], pretrained(records).values()
+    for arch, names in PRETRAIN_EXPERIMENTS.items():
+        if not (got := [v[arch] for v in runs if arch in v]):
             continue
-        last = loss.loc[loss.step.idxmax()]
-        c = last.config if isinstance(last.config, dict) else {}
-        block = c.get("pretrain", {}).get("batch_size", 0) * c.get("model", {}).get(
-            "config", {}
-        ).get("n_ctx", 0)
-        said = f"{int(last.step) * block / 1e6:,.0f} M tokens" if block else ""
-        if not ppl.empty:
-            said += f", perplexity {ppl.loc[ppl.step.idxmax()].value:,.1f}"
-        parts.append(f"{name} {int(last.step):,} updates ({said.strip(', ')})")
+        updates, tokens = max(got)
+        ppl = records[records.experiment.isin(names) & (records.metric == "val_ppl")]
+        said = [f"{tokens / 1e6:,.0f} M tokens"] * bool(tokens)
+        said += [f"perplexity {ppl.loc[ppl.step.idxmax()].value:,.1f}"] * (not ppl.empty)
+        parts.append(f"{arch.upper()} {updates:,} updates ({', '.join(said)})")
     return "; ".join(parts) or "none recorded"
 
 

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .evaluations import NO_INTERVAL, final_metrics, frame, results_records
+from .evaluations import NO_INTERVAL, final_metrics, results_records
 from .findings import heuristic_title, layer_transfer_points, zero_shot_points
-from .labels import run_label, short_names
+from .labels import short_names
 from .paper import (
     ABLATIONS,
     PAPER_LAYER_TRANSFER,
@@ -338,8 +338,15 @@ def zero_shot_figures(records) -> list:
         if constant:
             handles.append(plt.Line2D([], [], ls="none", marker="x", color="grey", mew=1.5))
             labels.append("one answer for every example: no point of the curve")
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=3,
-                   fontsize=8, frameon=False)  # fmt: skip
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.93),
+            ncol=3,
+            fontsize=8,
+            frameon=False,
+        )
         examples = int(g.examples.max()) if g.examples.notna().any() else "?"
         note = "" if drew else f"; {NO_BARS}"
         _title(fig, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 100)
@@ -356,8 +363,10 @@ def show_finetuning(results: dict, scale: str):
     for name, r in results.items():
         spec = TASKS[name]
         metric = spec.metrics[0]
-        print(f"{spec.title}: {spec.eval_split} {metric} {r.final[metric]:.1f} after the last "
-              f"epoch ({r.train_time:.1f} s training)")  # fmt: skip
+        print(
+            f"{spec.title}: {spec.eval_split} {metric} {r.final[metric]:.1f} after the last "
+            f"epoch ({r.train_time:.1f} s training)"
+        )
     curves = eval_curves(results)
     fig, ax = plt.subplots(figsize=(6.5, 3.5))
     for task, g in curves.groupby("task", sort=False):
@@ -379,37 +388,6 @@ def eval_curves(results: dict) -> pd.DataFrame:
         keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
         rows.append(keep.assign(task=spec.title))
     return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
-
-
-def pretraining_curves(records):
-    """Chapter 3's recorded runs: each run's validation perplexity against the updates, the
-    transformer solid and the LSTM (Table 5's baseline, pre-trained alike) dashed, one panel per
-    run (log axes: a CPU's 800 updates beside a GPU's thousands); None where no run has one."""
-    df = frame(records)
-    if df.empty or "metric" not in df.columns:
-        return None
-    df = df[df.experiment.isin(["pretrain", "pretrain:gpt", "pretrain:lstm"]) &
-            (df.metric == "val_ppl")].copy()  # fmt: skip
-    if df.empty:
-        return None
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    runs = list(dict.fromkeys(df.run))
-    fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 3.8), squeeze=False)
-    for ax, run in zip(axes[0], runs, strict=True):
-        for exp, d in df[df.run == run].groupby("experiment", sort=False):
-            d = d.drop_duplicates("step", keep="last").sort_values("step")
-            lstm = exp.endswith("lstm")
-            label = f"{'LSTM' if lstm else 'transformer'}: {d.value.iloc[-1]:,.1f} at "
-            ax.plot(d.step, d.value, ls="--" if lstm else "-", marker="o", ms=3,
-                    label=label + f"{int(d.step.iloc[-1]):,}")  # fmt: skip
-        ax.set(yscale="log", xlabel="update", ylabel="validation perplexity (log scale)")
-        ax.set_yticks([50, 100, 200, 400, 800], ["50", "100", "200", "400", "800"])
-        ax.yaxis.set_minor_formatter(plt.NullFormatter())
-        ax.legend(fontsize=8)
-        _title(ax, run, 60)
-    _title(fig, "Recorded pre-training runs (chapter 3's): validation perplexity", y=1.0)
-    fig.tight_layout()
-    return fig
 
 
 def bench_figure(kept: pd.DataFrame):

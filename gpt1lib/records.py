@@ -198,12 +198,19 @@ def _parse(path: Path) -> tuple[list[dict | bytes], bool]:
     return rows, torn
 
 
+def load_records(path: str | os.PathLike) -> list[dict]:
+    """The records of one JSON-lines file as they were written (none where it is missing); a
+    line that is not a record is left out with a warning naming the file and the line."""
+    path = Path(path)
+    return [r for r in _parse(path)[0] if isinstance(r, dict)] if path.is_file() else []
+
+
 def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
     """All records in the given files or folders (``*.jsonl`` below them) as a DataFrame."""
     files: list[Path] = []
     for p in map(Path, paths):
         files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p] if p.is_file() else []
-    rows = [row for f in files for row in _parse(f)[0] if isinstance(row, dict)]
+    rows = [row for f in files for row in load_records(f)]
     return pd.DataFrame(rows, columns=list(FIELDS) if not rows else None)
 
 

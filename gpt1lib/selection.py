@@ -83,9 +83,19 @@ def select(S: Scale, arm: str, model, tok, data: dict, base: FinetuneRun) -> lis
         config |= {"metrics": metrics, "examples": examples}
         where = {k: res.records[0][k] for k in ("commit", "device", "date")}
         score = sum(metrics.values()) / len(metrics)
-        out.append(make_record(METRIC, score, experiment=f"selection:{arm}", scale=S.name,
-                               task="+".join(data), split="held_out", seed=cfg.seed,
-                               config=config, **where))  # fmt: skip
+        out.append(
+            make_record(
+                METRIC,
+                score,
+                experiment=f"selection:{arm}",
+                scale=S.name,
+                task="+".join(data),
+                split="held_out",
+                seed=cfg.seed,
+                config=config,
+                **where,
+            )
+        )
     return out
 
 

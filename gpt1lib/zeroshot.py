@@ -307,8 +307,11 @@ def _predictions(model, tok, task, examples, train) -> dict[str, np.ndarray]:
         margins = sst2_margins(model, tok, texts)
         out = {"sst2": (margins > 0).astype(int)}
         if train:
-            th = best_threshold(sst2_margins(model, tok, [e.texts[0] for e in train]), labels,
-                                THRESHOLDED["sst2_calibrated"])  # fmt: skip
+            th = best_threshold(
+                sst2_margins(model, tok, [e.texts[0] for e in train]),
+                labels,
+                THRESHOLDED["sst2_calibrated"],
+            )
             out["sst2_calibrated"] = (margins > th).astype(int)
         return out
     if task in ("race", "race_m", "race_h"):

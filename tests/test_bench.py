@@ -165,6 +165,9 @@ def test_repeats_give_a_spread_and_a_headline_on_the_default_config(capsys):
 
 
 def test_a_scale_gives_the_batch_seq_and_steps_of_its_device():
-    (r,) = run_benchmark(BenchConfig(scale="smoke", warmup=1, memory=False), device="cpu",
-                         implementations=("gpt1lib",))  # fmt: skip
+    (r,) = run_benchmark(
+        BenchConfig(scale="smoke", warmup=1, memory=False),
+        device="cpu",
+        implementations=("gpt1lib",),
+    )
     assert (r["batch"], r["seq"], len(r["step_times_s"])) == (4, 64, 3)  # smoke's cpu bench

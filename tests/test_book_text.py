@@ -65,9 +65,13 @@ def test_the_pages_give_each_finding_the_verdict_of_the_one_rule(tmp_path, shape
     assert len(expected) == 4
     for page in ("intro", "results_at_a_glance"):
         out = tmp_path / f"{page}.ipynb"
-        pm.execute_notebook(str(ROOT / "book" / f"{page}.ipynb"), str(out),
-                            parameters={"results_dir": str(results)}, cwd=str(ROOT / "book"),
-                            progress_bar=False)  # fmt: skip
+        pm.execute_notebook(
+            str(ROOT / "book" / f"{page}.ipynb"),
+            str(out),
+            parameters={"results_dir": str(results)},
+            cwd=str(ROOT / "book"),
+            progress_bar=False,
+        )
         text = _text(json.loads(out.read_text()))
         for said in [*expected.verdict, *expected.confounds]:
             for part in (p for p in said.removeprefix("not shown (").rstrip(")").split("; ") if p):

@@ -97,22 +97,30 @@ def _runs_no_code(c, load, *args):
 # ---------------------------------------------------------------- a run that diverges
 
 
-@fault(FloatingPointError, match=r"(?s)update 3: the training loss is nan at learning rate "
-       r"7\.50e-04: stopped\. Last good checkpoint: \S+step_00000002 .*resume from it")  # fmt: skip
+@fault(
+    FloatingPointError,
+    match=r"(?s)update 3: the training loss is nan at learning rate "
+    r"7\.50e-04: stopped\. Last good checkpoint: \S+step_00000002 .*resume from it",
+)
 def pretrain_loss_not_finite(c):
     _train(c, c.tmp / "new", nan_at=3)  # 4 updates, a checkpoint every 2, warm-up of 8
 
 
-@fault(match=r"(?s)update 4: a collapse: validation loss 99\.000 nats >= 5\.\d+, the entropy "
-       r"of the training tokens' unigram distribution.*\[\('collapse', 4, 5\.\d+\), "
-       r"\('collapse', 6, 5\.\d+\)\]$")  # fmt: skip
+@fault(
+    match=r"(?s)update 4: a collapse: validation loss 99\.000 nats >= 5\.\d+, the entropy "
+    r"of the training tokens' unigram distribution.*\[\('collapse', 4, 5\.\d+\), "
+    r"\('collapse', 6, 5\.\d+\)\]$"
+)
 def pretrain_validation_loss_at_the_unigram_entropy(c):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("gpt1lib.pretrain.evaluate", lambda *a, **k: 99.0)  # what a collapse gives
         _train(c, c.tmp / "new", total_steps=6, warmup_steps=2, eval_interval=2)
     rows = [json.loads(x) for x in (c.tmp / "new" / "records.jsonl").read_text().splitlines()]
-    seen = [(r["metric"], r["step"], round(r["config"].get("unigram_entropy"), 3)) for r in rows
-            if r["metric"] == "collapse"]  # fmt: skip
+    seen = [
+        (r["metric"], r["step"], round(r["config"].get("unigram_entropy"), 3))
+        for r in rows
+        if r["metric"] == "collapse"
+    ]
     return c.capsys.readouterr().out + str(seen)
 
 
@@ -143,8 +151,10 @@ def _full(real_write):
     return write
 
 
-@fault(match=r"(?s)step_00000004-\d+/model\.safetensors.*No space left.*[\d,]+ MiB free.*"
-       r"\| latest step_00000002, loads: True, resumed to 4 \| leftovers \[\]$")  # fmt: skip
+@fault(
+    match=r"(?s)step_00000004-\d+/model\.safetensors.*No space left.*[\d,]+ MiB free.*"
+    r"\| latest step_00000002, loads: True, resumed to 4 \| leftovers \[\]$"
+)
 def disk_full_during_a_checkpoint(c):
     def half(tensors, filename, *a, **k):
         if ".tmp-step_00000004" not in str(filename):
@@ -197,8 +207,11 @@ def disk_full_during_a_records_write(c):
 # ---------------------------------------------------------------- a pickle from outside
 
 
-@fault(ValueError, match=r"params_0\.npy is damaged \(numpy reads it as pickled objects, "
-       r"which gpt1lib never loads")  # fmt: skip
+@fault(
+    ValueError,
+    match=r"params_0\.npy is damaged \(numpy reads it as pickled objects, "
+    r"which gpt1lib never loads",
+)
 def pickle_as_an_original_weights_shard(c):
     folder = c.tmp / "release"
     folder.mkdir()
@@ -207,8 +220,11 @@ def pickle_as_an_original_weights_shard(c):
     _runs_no_code(c, load_original, folder)
 
 
-@fault(warns=UserWarning, match=r"tokens-.*\.npy is damaged \(numpy reads it as pickled "
-       r"objects, which gpt1lib never loads.*tokenising again")  # fmt: skip
+@fault(
+    warns=UserWarning,
+    match=r"tokens-.*\.npy is damaged \(numpy reads it as pickled "
+    r"objects, which gpt1lib never loads.*tokenising again",
+)
 def pickle_as_a_token_cache(c):
     build_corpus(c.tok, 32, "fixture", cache_dir=c.tmp / "cache")
     for f in (c.tmp / "cache").glob("tokens-*.npy"):
@@ -235,15 +251,20 @@ def pickle_as_released_weights(c):
 # ---------------------------------------------------------------- two runs, one folder
 
 
-@fault(FileExistsError, match=r"(?s)run is in use by another run: process \d+ on \S+, started "
-       r"2026-11-30T10:00:00\+00:00 \(\S+\.lock\)\. Wait for it to end")  # fmt: skip
+@fault(
+    FileExistsError,
+    match=r"(?s)run is in use by another run: process \d+ on \S+, started "
+    r"2026-11-30T10:00:00\+00:00 \(\S+\.lock\)\. Wait for it to end",
+)
 def second_run_in_the_same_pretrain_folder(c):
     _lock(c.run, os.getppid())  # a process that runs: this one's parent
     pretrain(tiny(c.tok), c.tok, c.corpus, c.cfg, c.run, progress=False, resume=True)
 
 
-@fault(match=r"\.lock: process 4206649 \(started 2026-11-30T10:00:00\+00:00\) no longer runs: "
-       r"lock taken over\n \| lock left: False$")  # fmt: skip
+@fault(
+    match=r"\.lock: process 4206649 \(started 2026-11-30T10:00:00\+00:00\) no longer runs: "
+    r"lock taken over\n \| lock left: False$"
+)
 def stale_lock_in_the_pretrain_folder(c):
     lock = _lock(c.run, DEAD)
     r = pretrain(tiny(c.tok), c.tok, c.corpus, c.cfg, c.run, progress=False, resume=True)
@@ -286,8 +307,11 @@ def _oom_above(n: int, real):
     return forward
 
 
-@fault(FloatingPointError, match=r"sst2: the fine-tuning loss is not finite at update 3 \(learning "
-       r"rate \d\.\d+e-\d+\).*Lower FinetuneConfig\.lr")  # fmt: skip
+@fault(
+    FloatingPointError,
+    match=r"sst2: the fine-tuning loss is not finite at update 3 \(learning "
+    r"rate \d\.\d+e-\d+\).*Lower FinetuneConfig\.lr",
+)
 def finetune_loss_not_finite(c):
     n = [0]
 
@@ -309,8 +333,11 @@ def finetune_out_of_gpu_memory(c):
     return f"micro-batches {int(said[0])}, the same losses: {np.allclose(same, again, rtol=1e-5)}"
 
 
-@fault(RuntimeError, match=r"sst2: one example of up to \d+ tokens a sequence runs out of GPU "
-       r"memory even alone: lower FinetuneConfig\.max_len")  # fmt: skip
+@fault(
+    RuntimeError,
+    match=r"sst2: one example of up to \d+ tokens a sequence runs out of GPU "
+    r"memory even alone: lower FinetuneConfig\.max_len",
+)
 def finetune_one_example_too_long_for_the_gpu(c):
     _finetune(c, **{"gpt1lib.heads.TaskModel.forward": _oom_above(0, TaskModel.forward)})
 

@@ -219,8 +219,11 @@ def test_a_gpus_padded_batches_train_the_same(monkeypatch):
     for multiple in (1, 16):
         monkeypatch.setattr("gpt1lib.finetune.pad_multiple", lambda d, asked=None, m=multiple: m)
         torch.manual_seed(0)
-        pre = GPT(preset("tiny", vocab_size=tok.vocab_size, embd_pdrop=0.0, attn_pdrop=0.0,
-                         resid_pdrop=0.0))  # fmt: skip
+        pre = GPT(
+            preset(
+                "tiny", vocab_size=tok.vocab_size, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0
+            )
+        )
         runs.append(
             finetune(
                 pre, tok, FinetuneRun("sst2", cfg, examples=(train, {"dev": dev}), progress=False)

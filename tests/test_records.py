@@ -304,9 +304,19 @@ def test_short_names_tell_the_runs_of_a_table_apart():
 
 def _pretrained(arch: str, updates: int) -> dict:
     config = {"pretrain": {"batch_size": 64}, "model": {"config": {"n_ctx": 512}}}
-    return make_record("train_loss", 4.0, task="lm", split="train", step=updates,
-                       experiment=f"pretrain:{arch}", scale="small", commit="abc",
-                       device="NVIDIA H100 80GB HBM3", seed=0, config=config)  # fmt: skip
+    return make_record(
+        "train_loss",
+        4.0,
+        task="lm",
+        split="train",
+        step=updates,
+        experiment=f"pretrain:{arch}",
+        scale="small",
+        commit="abc",
+        device="NVIDIA H100 80GB HBM3",
+        seed=0,
+        config=config,
+    )
 
 
 def test_one_rule_for_every_finding_its_confounds_read_from_the_records():

@@ -200,9 +200,11 @@ def test_race_jsonl_and_official_folders_agree(tmp_path):
 
 def test_story_cloze_picks_the_2016_files(tmp_path):
     src = FIXTURES / "story_cloze"
-    for name in ("cloze_test_val__spring2016 - cloze_test_ALL_val.csv",
-                 "cloze_test_val__winter2018-cloze_test_ALL_val - 1 - 1.csv",
-                 "cloze_test_test__spring2016 - cloze_test_ALL_test.csv"):  # fmt: skip
+    for name in (
+        "cloze_test_val__spring2016 - cloze_test_ALL_val.csv",
+        "cloze_test_val__winter2018-cloze_test_ALL_val - 1 - 1.csv",
+        "cloze_test_test__spring2016 - cloze_test_ALL_test.csv",
+    ):
         kind = "val" if "_val_" in name else "test"
         shutil.copy(src / f"stories_{kind}.csv", tmp_path / name)
     assert "spring2016" in describe_source("story_cloze", "train", tmp_path)

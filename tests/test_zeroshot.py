@@ -119,8 +119,10 @@ def test_zero_shot_score_and_normalisation(model):
         zero_shot_score(model, tok, "cola", exs)
     assert normalise("sst2", 50.0) == 0.0 and normalise("sst2", 93.2) == pytest.approx(1.0)
     # every normalising value says where it comes from and whether it is confirmed
-    assert all(status.split(":")[0].split(",")[0] in ("confirmed", "unconfirmed")
-               for *_, status in BASELINES.values())  # fmt: skip
+    assert all(
+        status.split(":")[0].split(",")[0] in ("confirmed", "unconfirmed")
+        for *_, status in BASELINES.values()
+    )
     assert "ensemble" in BASELINES["race"][2] and "stands in" in BASELINES["race"][3]
     assert math.isclose(normalise("race_h", 25.0), 0.0)
 
@@ -140,8 +142,12 @@ def test_each_record_names_the_split_it_scored(tmp_path):
     assert not skipped and data["race"].split == "dev" and len(data["race"].examples) == 4
     recs = evaluate_checkpoints([folder], data, progress=False, seed=0)
     splits = {(r["task"], r["split"], r["config"]["examples_split"]) for r in recs}
-    assert splits == {("cola", "dev", "dev"), ("sst2", "dev", "dev"), ("race", "dev", "dev"),
-                      ("dprd", "test", "test")}  # fmt: skip
+    assert splits == {
+        ("cola", "dev", "dev"),
+        ("sst2", "dev", "dev"),
+        ("race", "dev", "dev"),
+        ("dprd", "test", "test"),
+    }
 
 
 def test_thresholds_are_the_best_on_training_examples():
@@ -158,7 +164,7 @@ def test_thresholds_are_the_best_on_training_examples():
             score(labels, (scores > t).astype(int))
             for t in np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
         )
-        assert score(labels, (scores > th).astype(int)) == pytest.approx(best)  # fmt: skip
+        assert score(labels, (scores > th).astype(int)) == pytest.approx(best)
 
 
 def test_sst2_has_the_papers_heuristic_and_a_calibrated_one_beside(tmp_path):
@@ -176,8 +182,11 @@ def test_sst2_has_the_papers_heuristic_and_a_calibrated_one_beside(tmp_path):
     tok.save(save_model(model, folder))
     data, _ = load_zero_shot("fixture", limit=8)
     assert data["sst2"].train and data["cola"].train and data["race"].train is None
-    recs = [r for r in evaluate_checkpoints([folder], data, progress=False)
-            if r["task"] == "sst2" and r["metric"] == "accuracy"]  # fmt: skip
+    recs = [
+        r
+        for r in evaluate_checkpoints([folder], data, progress=False)
+        if r["task"] == "sst2" and r["metric"] == "accuracy"
+    ]
     assert [r["config"]["heuristic"] for r in recs] == ["sst2", "sst2_calibrated"]
     texts = [e.texts[0] for e in data["sst2"].examples]
     margins = sst2_margins(model, tok, texts)
@@ -185,8 +194,9 @@ def test_sst2_has_the_papers_heuristic_and_a_calibrated_one_beside(tmp_path):
     assert recs[0]["value"] == pytest.approx(100 * ((margins > 0) == labels).mean())
     with pytest.raises(ValueError, match="SST-2 calibrated's threshold"):
         zero_shot_score(model, tok, "sst2_calibrated", data["sst2"].examples)
-    calibrated = zero_shot_score(model, tok, "sst2_calibrated", data["sst2"].examples,
-                                 data["sst2"].train)  # fmt: skip
+    calibrated = zero_shot_score(
+        model, tok, "sst2_calibrated", data["sst2"].examples, data["sst2"].train
+    )
     assert calibrated == pytest.approx(recs[1]["value"])
 
 
@@ -215,11 +225,22 @@ def test_a_constant_answer_is_no_point_of_the_curve():
     recs = []
     for arch, preds in (("GPT", [1] * 100), ("LSTMLM", [0] * 100), ("GPT", labels)):
         step = 2 if preds is labels else 1
-        fields = dict(experiment="zero_shot", task="sst2", split="dev", step=step, scale="small",
-                      commit="abc", device="cpu", seed=0, config={"arch": arch})  # fmt: skip
+        fields = dict(
+            experiment="zero_shot",
+            task="sst2",
+            split="dev",
+            step=step,
+            scale="small",
+            commit="abc",
+            device="cpu",
+            seed=0,
+            config={"arch": arch},
+        )
         value = 100 * np.mean(np.equal(preds, labels))
-        recs += [make_record("accuracy", value, **fields),
-                 per_example_record(preds, labels, map(str, range(100)), **fields)]  # fmt: skip
+        recs += [
+            make_record("accuracy", value, **fields),
+            per_example_record(preds, labels, map(str, range(100)), **fields),
+        ]
     pts = zero_shot_points(recs).set_index(["model", "step"])
     assert pts.loc[("Transformer", 1), "answer"] == "'positive'"
     assert pts.loc[("LSTM", 1), "answer"] == "'negative'"

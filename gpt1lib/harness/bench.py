@@ -182,9 +182,16 @@ def speed_run(
         import transformers  # noqa: F401
     except ImportError:
         impl = impl[:2]
-    cfg = BenchConfig(scale=S.bench_preset if cuda else S.name, implementations=impl,
-                      mode="both", memory=cuda, device=str(device), batch=batch, seq=seq,
-                      steps=steps)  # fmt: skip
+    cfg = BenchConfig(
+        scale=S.bench_preset if cuda else S.name,
+        implementations=impl,
+        mode="both",
+        memory=cuda,
+        device=str(device),
+        batch=batch,
+        seq=seq,
+        steps=steps,
+    )
     runs = [cfg]
     if cuda if compile is None else compile:
         # the default step (the library's dropout, the device's loss) beside model.GPT with
@@ -197,8 +204,10 @@ def speed_run(
         got = run_benchmark(c)
         for r in got:
             path = r["config"].get("loss") or r["config"].get("attention")
-            log(f"  bench {r['variant']:20s} compile={c.compile}: {r['tokens_per_s']:,.0f} "
-                f"tok/s ({path})")  # fmt: skip
+            log(
+                f"  bench {r['variant']:20s} compile={c.compile}: {r['tokens_per_s']:,.0f} "
+                f"tok/s ({path})"
+            )
         results += got
     return results
 

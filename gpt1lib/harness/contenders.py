@@ -209,8 +209,10 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
         gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
         model = TaskModel(gpt, get_task("sst2"), cfg.dropout)
         order = batches(items, cfg.batch, random.Random(cfg.seed), length_grouped=not pad_to)
-        prepared = [collate([items[i] for i in b], pad_to=pad_to, multiple=multiple, cap=n_ctx)
-                    for b in order]  # fmt: skip
+        prepared = [
+            collate([items[i] for i in b], pad_to=pad_to, multiple=multiple, cap=n_ctx)
+            for b in order
+        ]
         info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
         info["attention"] = attention_name(device)
         info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}

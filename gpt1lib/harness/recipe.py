@@ -56,10 +56,14 @@ RATES = {
 }  # fmt: skip
 #: Each kind's part of a run, in the order a report lists the parts.
 PART = {
-    "pretrain": "pretrain", "select": "selection", "finetune": "finetune",
-    "objective": "finetune", "ablation": "ablations", "zeroshot": "zeroshot",
+    "pretrain": "pretrain",
+    "select": "selection",
+    "finetune": "finetune",
+    "objective": "finetune",
+    "ablation": "ablations",
+    "zeroshot": "zeroshot",
     "transfer": "transfer",
-}  # fmt: skip
+}
 #: Chapters 05-08, one a task family.
 FAMILY_CHAPTER = {family: f"{i:02d}_{family}" for i, family in enumerate(FAMILY_TASKS, 5)}
 

@@ -22,7 +22,7 @@ from .. import selection
 from ..checkpoint import latest_checkpoint
 from ..files import write_json
 from ..finetune import FinetuneRun
-from ..records import append_records, git_commit, keep_records, run_lock
+from ..records import append_records, git_commit, keep_records, load_records, run_lock
 from ..runs import pretrained_model
 from ..runtime import pad_multiple, pick_device
 from ..scales import SCALES
@@ -59,7 +59,7 @@ class Run:
 def _pretrain(run: Run, u: dict) -> list[dict]:
     job = ex.pretraining(run.S, run.corpus, run.out_dir, arch=u["arch"])
     job.run(**run.kw)
-    return [json.loads(x) for x in (job.folder / "records.jsonl").open() if x.strip()]
+    return load_records(job.folder / "records.jsonl")
 
 
 def _select(run: Run, u: dict) -> list[dict]:
@@ -187,13 +187,10 @@ def run(
             started = time.perf_counter()
             records = RUNNERS.get(recipe.kind(u), _finetune)(run_, u)
             _commit(run_, ledger, u, records, wall := time.perf_counter() - started)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+            torch.cuda.empty_cache()  # nothing where CUDA never started
+            said = f"{wall:.1f} s (predicted {u.get('seconds', '-')}), {len(records)} records"
             minutes = (time.perf_counter() - t0) / 60
-            print(
-                f"[{i}/{len(plan)}] {u['id']}: {wall:.1f} s (predicted {u.get('seconds', '-')}), "
-                f"{len(records)} records, {minutes:.1f} min in all"
-            )
+            print(f"[{i}/{len(plan)}] {u['id']}: {said}, {minutes:.1f} min in all")
         _chosen(run_, plan, ledger)
     took = {uid: d["wall_s"] for uid, d in done.items()}
     if len(took) == len(plan):
@@ -207,8 +204,7 @@ def _chosen(run: Run, plan: list[dict], ledger: dict) -> None:
     """Once every selection unit is done: the scale with each row's chosen rate."""
     picks = [u["id"] for u in plan if recipe.kind(u) == "select"]
     if picks and "chosen" not in ledger and all(p in ledger["done"] for p in picks):
-        records = [json.loads(x) for x in (run.kept / "12_ablations.jsonl").open() if x.strip()]
-        ledger["chosen"] = selection.chosen(records)
+        ledger["chosen"] = selection.chosen(load_records(run.kept / "12_ablations.jsonl"))
         write_json(run.kept / "run.json", ledger)
     if ledger.get("chosen"):
         run.S = selection.with_chosen(SCALES[run.S.name], ledger["chosen"])

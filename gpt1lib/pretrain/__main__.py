@@ -152,8 +152,16 @@ def main(argv: list[str] | None = None) -> PretrainResult:
         if proc.world > 1:
             dist.barrier()
         spec = str(saved)
-    run = pretraining(S, corpus, args.out, folder=args.out, tokenizer=spec, corpus_limit=limit,
-                      model_overrides=drop, **settings)  # fmt: skip
+    run = pretraining(
+        S,
+        corpus,
+        args.out,
+        folder=args.out,
+        tokenizer=spec,
+        corpus_limit=limit,
+        model_overrides=drop,
+        **settings,
+    )
     kw = {"device": args.device, "stop_after": args.stop_after, "progress": not args.no_progress}
     result = run.run(**kw)
     if proc.main:

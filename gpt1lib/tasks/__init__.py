@@ -38,12 +38,6 @@ from .registry import (
 )
 from .sources import open_source
 
-__all__ = [
-    "FIXTURES", "SCORED_BESIDE", "SPLITS", "TASKS", "DataWarning", "Example", "Family", "HubSource",
-    "TaskDataUnavailableError", "TaskSpec", "compute_metrics", "data_location", "describe_source",
-    "get_task", "load_examples", "open_source", "subsample", "task_names", "unavailable",
-]  # fmt: skip
-
 
 def _spec(task: str | TaskSpec, split: str | None = None) -> TaskSpec:
     spec = task if isinstance(task, TaskSpec) else get_task(task)

@@ -315,9 +315,12 @@ def _read_race(spec: TaskSpec, split: str, path: Path) -> list[Example]:
 
 
 _STORY_COLUMNS = (
-    "InputStoryid", *(f"InputSentence{i}" for i in (1, 2, 3, 4)),
-    "RandomFifthSentenceQuiz1", "RandomFifthSentenceQuiz2", "AnswerRightEnding",
-)  # fmt: skip
+    "InputStoryid",
+    *(f"InputSentence{i}" for i in (1, 2, 3, 4)),
+    "RandomFifthSentenceQuiz1",
+    "RandomFifthSentenceQuiz2",
+    "AnswerRightEnding",
+)
 
 
 def _read_story_cloze(spec: TaskSpec, split: str, path: Path) -> list[Example]:

@@ -146,16 +146,32 @@ def _glue(
     ``folder`` (``train`` / ``dev`` / ``test``: file names tried after train.tsv / after
     dev.tsv / before test.tsv)."""
     return TaskSpec(
-        name, title, family, labels, split_note=_GLUE_NOTE.format(table) + note,
-        hub=_glue_hub(name, texts), paper_table=table, folders=_glue_folders(folder),
-        files=(("train", ("train.tsv", *train)), ("dev", ("dev.tsv", *dev)),
-               ("test", (*test, "test.tsv"))), columns=columns, **kw,
-    )  # fmt: skip
+        name,
+        title,
+        family,
+        labels,
+        split_note=_GLUE_NOTE.format(table) + note,
+        hub=_glue_hub(name, texts),
+        paper_table=table,
+        folders=_glue_folders(folder),
+        files=(
+            ("train", ("train.tsv", *train)),
+            ("dev", ("dev.tsv", *dev)),
+            ("test", (*test, "test.tsv")),
+        ),
+        columns=columns,
+        **kw,
+    )
 
 
 def _mnli(name: str, title: str, which: str, note: str) -> TaskSpec:
     return TaskSpec(
-        name, title, "entailment", _NLI, split_note=_GLUE_NOTE.format(2) + note, paper_table="2",
+        name,
+        title,
+        "entailment",
+        _NLI,
+        split_note=_GLUE_NOTE.format(2) + note,
+        paper_table="2",
         hub=_glue_hub("mnli", ("premise", "hypothesis"), f"validation_{which}", f"test_{which}"),
         folders=(*_glue_folders("MNLI"), "multinli_1.0"),
         files=(
@@ -163,20 +179,28 @@ def _mnli(name: str, title: str, which: str, note: str) -> TaskSpec:
             ("dev", (*_jsonl(f"multinli_1.0_dev_{which}", f"dev_{which}"), f"dev_{which}.tsv")),
             ("test", (f"test_{which}.tsv",)),
         ),
-        columns=_NLI_COLUMNS, no_gold=True,
-    )  # fmt: skip
+        columns=_NLI_COLUMNS,
+        no_gold=True,
+    )
 
 
 def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str) -> TaskSpec:
     return TaskSpec(
-        name, title, "multiple_choice", n_answers=4, eval_split="test", paper_table="3",
+        name,
+        title,
+        "multiple_choice",
+        n_answers=4,
+        eval_split="test",
+        paper_table="3",
         split_note="RACE test labels are public: compare on test as the paper does (dev for "
         "model selection). Origin (middle/high school) comes from the passage id (jsonl) or the "
         f"folder (official). {note}",
         hub=_hub("ehovy/race", config, ("article", "question"), "answer", answers="options"),
-        folders=("", "race", "RACE"), files=tuple((s, (*_jsonl(s), f"{s}/")) for s in SPLITS),
-        reader="race", race_levels=levels,
-    )  # fmt: skip
+        folders=("", "race", "RACE"),
+        files=tuple((s, (*_jsonl(s), f"{s}/")) for s in SPLITS),
+        reader="race",
+        race_levels=levels,
+    )
 
 
 # Hub ids and columns as the dataset cards give them (checked on the cards; the hub could not be
