@@ -391,7 +391,7 @@ def eval_curves(results: dict) -> pd.DataFrame:
 
 
 def bench_figure(kept: pd.DataFrame):
-    """A.4: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
+    """A.1: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
     per recorded run (``kept``: bench records with ``run`` and ``variant`` columns; a repeated
     run's median; a variant a run lacks has no bar), at a height that grows with the runs and
     the legend beside the bars."""
@@ -421,6 +421,6 @@ def bench_figure(kept: pd.DataFrame):
     axes[0].set_yticks(y, ["\n".join(textwrap.wrap(r, 34)) for r in runs], fontsize=8)
     axes[0].invert_yaxis()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    _title(fig, "A.4: recorded benchmarks (each row: preset · batch × sequence · device · commit)")
+    _title(fig, "A.1: recorded benchmarks (each row: preset · batch × sequence · device · commit)")
     fig.tight_layout()
     return fig
