@@ -36,6 +36,7 @@ from .runtime import (
     progress_bar,
 )
 from .scoring import encode_all, evaluate
+from .steps import GraphedSteps, graphs_pay
 from .tasks import (
     Example,
     TaskSpec,
@@ -66,6 +67,7 @@ class FinetuneConfig:
     score_every_epoch: bool = True  # False: the eval splits scored after the last epoch only
     bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
     compile: bool = False
+    graphs: bool = True  # on CUDA, each batch shape's update replayed as a graph (``steps``)
     seed: int = 0
     experiment: str = "finetune"
 
@@ -161,10 +163,11 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     model = build_task_model(pretrained, spec, cfg).to(device)
     train, scored, uids = _encoded(model, spec, tok, data.train, data.evals, cfg)
     check_batches(len(train), cfg)
-    opt = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    net = torch.compile(model) if cfg.compile else model
     precision, rng = pick_precision(device, cfg.bf16), random.Random(cfg.seed)
-    steps = _Updates(run, net, model, opt, precision)
+    graphs = graphs_pay(device, model, cfg, precision)
+    opt = make_optimizer(model, cfg.lr, cfg.weight_decay, graphs=graphs)
+    net = torch.compile(model) if cfg.compile else model
+    steps = Updates(run, net, model, opt, precision, graphs)
     log = _RunLog(run, model, data, device)
     total = len(train) // cfg.batch_size * cfg.epochs  # full batches only
     bar = progress_bar(
@@ -191,12 +194,13 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
         }
         log.epoch(epoch, losses, got, uids if last else None)
     bar.close()
-    log.beside(tok, precision, steps.split)
+    log.beside(tok, precision, steps)
     return log.result(time.perf_counter() - t_start)
 
 
-class _Updates:
-    """A run's updates: each batch's L3 back-propagated, clipped, stepped (``train_step``);
+class Updates:
+    """A run's updates: each batch's L3 back-propagated, clipped, stepped (``train_step``), or
+    with ``graphs`` on CUDA the whole update replayed as its shape's graph (``steps``);
     its losses summed on the device; the first update whose loss is not finite, checked every
     ``CHECK`` updates (a wait for the GPU) and at each epoch's end, an error naming it; and,
     where the GPU runs out of memory, the batch split into ``split`` micro-batches whose
@@ -205,9 +209,11 @@ class _Updates:
 
     CHECK = 32
 
-    def __init__(self, run: FinetuneRun, net, model: TaskModel, opt, precision) -> None:
+    def __init__(self, run: FinetuneRun, net, model: TaskModel, opt, precision, graphs) -> None:
         self.run, self.net, self.model, self.opt, self.precision = run, net, model, opt, precision
         self.device = next(model.parameters()).device
+        clip = run.cfg.grad_clip
+        self.graphs = GraphedSteps(model, opt, self._losses, clip) if graphs else None
         self.scaler = precision.scaler(self.device)
         self.sums = torch.zeros(3, device=self.device)
         self.bad = torch.tensor(-1, device=self.device)  # the first non-finite update, or -1
@@ -215,6 +221,10 @@ class _Updates:
 
     def update(self, items: list, lr: float) -> None:
         cfg = self.run.cfg
+        if self.graphs and self.done and self.split == 1:  # the first update checks eagerly
+            out = self.graphs.step(self.batch(items), lr)
+            if out is not None:
+                return self._updated(out, lr)
         while True:
             m = -(-len(items) // self.split)  # examples a micro-batch
             chunks = [items[i : i + m] for i in range(0, len(items), m)]
@@ -226,24 +236,40 @@ class _Updates:
             except torch.cuda.OutOfMemoryError as e:
                 self.opt.zero_grad(set_to_none=True)
                 self._smaller(items, e)
+        self._updated(None, lr)
+
+    def _updated(self, losses: torch.Tensor | None, lr: float) -> None:
+        """Count an update (its ``losses`` summed, where a graph's replay gave them)."""
+        if losses is not None:
+            self._add(losses)
         self.lrs.append(lr)
         self.done += 1
         if self.done % self.CHECK == 0:
             self.check()
 
-    def _loss(self, chunk: list, share: float) -> torch.Tensor:
-        """L3 of a micro-batch, weighted by its ``share`` of the batch (1: the whole batch)."""
-        cfg, device = self.run.cfg, self.device
+    def batch(self, items: list):
+        """``items`` padded on the CPU to a length the device meets often (``pad_multiple``)."""
         n_ctx = self.model.transformer.config.n_ctx
-        batch = collate(chunk, multiple=pad_multiple(device), cap=n_ctx)
-        batch = batch.to(device, non_blocking=True)
+        return collate(items, multiple=pad_multiple(self.device), cap=n_ctx)
+
+    def _losses(self, batch) -> torch.Tensor:
+        """L3, L2 and L1 of a batch on the device, stacked."""
+        cfg, device = self.run.cfg, self.device
         with self.precision.autocast(device.type), attention_backends(device):
             scores, l1 = self.net(batch, lm=cfg.lm_coef > 0)
-        parts = task_loss(scores, batch.labels, self.model.regression, l1, cfg.lm_coef)
-        parts = parts if share == 1 else [p * share for p in parts]
-        self.sums.add_(torch.stack(parts).detach())
-        first = (self.bad < 0) & ~torch.isfinite(parts[0])  # no wait for the GPU
+        return torch.stack(task_loss(scores, batch.labels, self.model.regression, l1, cfg.lm_coef))
+
+    def _add(self, losses: torch.Tensor) -> None:
+        """Sum an update's losses, and note it if L3 is not finite (no wait for the GPU)."""
+        self.sums.add_(losses.detach())
+        first = (self.bad < 0) & ~torch.isfinite(losses[0])
         self.bad = torch.where(first, self.done, self.bad)
+
+    def _loss(self, chunk: list, share: float) -> torch.Tensor:
+        """L3 of a micro-batch, weighted by its ``share`` of the batch (1: the whole batch)."""
+        parts = self._losses(self.batch(chunk).to(self.device, non_blocking=True))
+        parts = parts if share == 1 else parts * share
+        self._add(parts)
         return parts[0]
 
     def _smaller(self, items: list, e: Exception) -> None:
@@ -330,12 +356,17 @@ class _RunLog:
             ]
             self.final = dict(scored[next(iter(self.data.evals))][0])
 
-    def beside(self, tok, precision, split: int) -> None:
+    def beside(self, tok, precision, steps: Updates) -> None:
         """The tasks scored beside the run's, by the model it trained, after the last epoch;
-        and, where updates were split into micro-batches (out of GPU memory), how many."""
-        if split > 1:
-            fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
-            self.parts.append(make_record("micro_batches", split, **fields))
+        how many updates were replayed as graphs, and how many shapes failed to be; and,
+        where updates were split into micro-batches (out of GPU memory), how many."""
+        fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
+        if steps.split > 1:
+            self.parts.append(make_record("micro_batches", steps.split, **fields))
+        if steps.graphs:
+            self.parts.append(make_record("graphed_updates", steps.graphs.replays, **fields))
+            failed = len(steps.graphs.failed)
+            self.parts += [make_record("graph_failures", failed, **fields)] if failed else []
         n_ctx, cfg = self.model.transformer.config.n_ctx, self.run.cfg
         for name, examples in self.data.beside.items():
             other = get_task(name)

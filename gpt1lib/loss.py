@@ -24,6 +24,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from .runtime import capturing
+
 #: Elements of one chunk of logits in ``fused_lm_loss`` (128 MB in float32): the loss never
 #: holds more than two such chunks at once, whatever the batch.
 LOSS_CHUNK_ELEMENTS = 2**25
@@ -125,8 +127,10 @@ def fused_lm_loss(
     else:
         w = m / m.sum(1, keepdim=True).clamp_min(1) / B
     w = w.reshape(-1)
-    if mask is not None:
-        keep = mask.reshape(-1).nonzero().squeeze(1)  # logits only where a loss is needed
+    if mask is not None and not capturing():
+        # logits only where a loss is needed; a CUDA graph has fixed shapes, so a captured
+        # step scores every row, the masked ones with weight 0 (``steps``): the same loss
+        keep = mask.reshape(-1).nonzero().squeeze(1)
         h, t, w = h[keep], t[keep], w[keep]
     device_type = hidden.device.type
     if torch.is_autocast_enabled(device_type):
@@ -149,7 +153,9 @@ def soft_labels(labels: torch.Tensor, n_class: int = STSB_CLASSES) -> torch.Tens
     floor(y) + 1, so that the label's expected class is y itself. (examples,) -> (examples,
     n_class)."""
     y = labels.detach().float()
-    if y.numel() and not (0 <= y.min() and y.max() <= n_class - 1):
+    # not in a capture (it cannot wait for the GPU): each shape's first, eager update checks
+    # its batch, and STS-B's reader checks every score
+    if y.numel() and not capturing() and not (0 <= y.min() and y.max() <= n_class - 1):
         raise ValueError(f"scores must lie in [0, {n_class - 1}]; got {y.min()}..{y.max()}")
     low = y.floor()
     out = torch.zeros(y.numel(), n_class, device=y.device)

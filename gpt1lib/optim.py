@@ -36,16 +36,24 @@ def make_optimizer(
     weight_decay: float = 0.01,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
+    graphs: bool = False,
 ) -> torch.optim.AdamW:
     """AdamW with decay on every parameter of rank >= 2 and none on biases and gains, fused
-    (one kernel for all parameters) where PyTorch has it for the model's device."""
+    (one kernel for all parameters) where PyTorch has it for the model's device. With
+    ``graphs`` (``steps.GraphedSteps``), the rate is a tensor on the device that a replayed
+    step reads, and on CUDA the step can be captured (``capturable``)."""
     params = list(model.parameters())
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    fused = fused_adamw_ok(params[0].device) or None
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
+    device = params[0].device
+    fused = fused_adamw_ok(device) or None
+    capturable = graphs and device.type == "cuda"
+    lr = torch.tensor(lr, device=device) if graphs else lr
+    return torch.optim.AdamW(
+        groups, lr=lr, betas=betas, eps=eps, fused=fused, capturable=capturable
+    )
 
 
 def cosine_lr(step: int, max_lr: float, warmup_steps: int, total_steps: int) -> float:
@@ -82,7 +90,10 @@ def train_step(
     loop's first update; it waits for the GPU once): every gradient being zero is an error, a
     model that would not learn (as a compiled loss once made it, ``loss.fused_lm_loss``)."""
     for g in opt.param_groups:
-        g["lr"] = lr
+        if torch.is_tensor(g["lr"]):  # read by a replayed step (``steps``)
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
     total = None
     for loss in losses:
         (loss if scaler is None else scaler.scale(loss)).backward()

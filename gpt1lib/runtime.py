@@ -358,6 +358,12 @@ def pick_precision(device: torch.device | str, mixed: bool = True) -> Precision:
 GPU_PAD_MULTIPLE = 64
 
 
+def capturing() -> bool:
+    """Whether a CUDA graph is being captured on the current stream (``steps``): a capture
+    cannot wait for the GPU, nor take a shape from the data."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def pad_multiple(device: torch.device | str, asked: int | None = None) -> int:
     """The multiple a batch's length is rounded up to: ``asked``, else ``GPU_PAD_MULTIPLE`` on
     CUDA and 1 elsewhere (on a CPU every padded token is paid for in full)."""

@@ -110,7 +110,7 @@ def context(base, tmp_path: Path, monkeypatch, capsys) -> SimpleNamespace:
     def expensive(*a, **k):
         raise Expensive("work started before the bad input was refused")
 
-    monkeypatch.setattr("gpt1lib.finetune._Updates.update", expensive)
+    monkeypatch.setattr("gpt1lib.finetune.Updates.update", expensive)
     monkeypatch.setattr("gpt1lib.pretrain.train_step", expensive)
     monkeypatch.setattr("gpt1lib.zeroshot.continuation_logprobs", expensive)
     monkeypatch.setattr("gpt1lib.experiments.pretrain", expensive)

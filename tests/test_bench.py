@@ -8,7 +8,7 @@ from gpt1lib import GPT, optim, preset
 from gpt1lib.flops import matmul_params, mfu, model_flops_per_token, table_peak
 from gpt1lib.harness import bench, contenders
 from gpt1lib.harness.bench import format_table, main, run_benchmark, to_records
-from gpt1lib.harness.contenders import IMPLEMENTATIONS, BenchConfig, sst2_like_lengths
+from gpt1lib.harness.contenders import IMPLEMENTATIONS, BenchConfig, task_like_items
 from gpt1lib.records import read_records
 
 pytest.importorskip("transformers")
@@ -28,8 +28,9 @@ def test_benchmark_times_both_implementations_and_both_paddings(results):
         "finetune:dynamic",
         "finetune:buckets",
         "finetune:context",
+        "finetune:graphed",
     ]
-    pre, hf, dyn, buckets, ctx = results
+    pre, hf, dyn, buckets, ctx, graphed = results
     for r in results:
         assert r["step_time_s"] > 0 and r["cpu_time_s"] > 0 and len(r["step_times_s"]) == 2
         assert r["preset"] == "tiny" and r["batch"] == 2 and r["dtype"] == "float32"
@@ -47,6 +48,9 @@ def test_benchmark_times_both_implementations_and_both_paddings(results):
     assert buckets["config"]["attention"] == "sdpa: default (CPU)"
     assert dyn["examples_per_s"] > 0 and dyn["reference"] == "padding to the context"
     assert pre["config"]["embd_dropout"] == hf["config"]["embd_dropout"] == "sum"
+    # the loop's own update; on the CPU no graph, lengths padded to their longest, no GPU time
+    assert graphed["config"]["graphs"] == "eager stand-in (no CUDA)"
+    assert graphed["seq"] == dyn["seq"] and graphed["gpu_busy_s"] is None
 
 
 def test_table_and_records_carry_the_provenance(results):
@@ -135,9 +139,12 @@ def test_peak_table_and_sst2_lengths():
     assert table_peak("NVIDIA A100-SXM4-40GB")[0] == 312
     assert "fp16" in table_peak("Tesla T4")[1]
     assert table_peak("Some Future GPU") is None
-    lengths = sst2_like_lengths(2000, 512)
+    lengths = [len(e.seqs[0]) for e in task_like_items("sst2", 2000, 512, 1000)]
     share = sum(5 <= n <= 40 for n in lengths) / len(lengths)
     assert share > 0.85 and min(lengths) >= 3 and max(lengths) <= 512
+    race = task_like_items("race", 200, 512, 1000)
+    assert {len(e.seqs) for e in race} == {4} and {e.label for e in race} <= {0, 1, 2, 3}
+    assert 300 < sum(len(q) for e in race for q in e.seqs) / 800 <= 512
 
 
 def test_bad_inputs_are_clear_errors():

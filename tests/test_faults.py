@@ -24,7 +24,7 @@ from gpt1lib import experiments as ex
 from gpt1lib.checkpoint import latest_checkpoint, load_run
 from gpt1lib.corpus import build_corpus
 from gpt1lib.fast import FastGPT
-from gpt1lib.finetune import FinetuneRun, _Updates, finetune
+from gpt1lib.finetune import FinetuneRun, Updates, finetune
 from gpt1lib.harness.runner import run as run_recipe
 from gpt1lib.heads import TaskModel, build_task_model
 from gpt1lib.loss import task_loss
@@ -280,7 +280,7 @@ def second_run_in_the_same_results_folder(c):
 
 # ---------------------------------------------------------------- fine-tuning and scoring
 
-UPDATE = _Updates.update  # the guard that fails a case once training starts replaces it
+UPDATE = Updates.update  # the guard that fails a case once training starts replaces it
 NOISELESS = replace(SCALES["smoke"].finetune, clf_pdrop=0.0, epochs=1, batch_size=8)
 
 
@@ -290,7 +290,7 @@ def _finetune(c, cfg=NOISELESS, **faults):
     model = FastGPT(replace(c.model.config, embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0))
     model.load_state_dict(c.model.state_dict())
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("gpt1lib.finetune._Updates.update", UPDATE)
+        mp.setattr("gpt1lib.finetune.Updates.update", UPDATE)
         for target, fn in faults.items():
             mp.setattr(target, fn)
         return finetune(model, c.tok, FinetuneRun("sst2", cfg, progress=False))

@@ -38,7 +38,7 @@ from .contenders import (
     contenders,
     probe,
 )
-from .memory import in_fresh_process, method, peak_growth
+from .memory import gpu_busy, in_fresh_process, method, peak_growth
 
 
 def _time_interleaved(contenders: Sequence[Contender], cfg: BenchConfig, device) -> float:
@@ -113,6 +113,8 @@ def _row(c: Contender, cfg: BenchConfig, run: dict[str, Any]) -> dict[str, Any]:
         "flops_per_token": fpt,
         "mfu": mfu(fpt, c.tokens / t, run["peak_tflops"]) if fpt else None,
         "peak_mem_mb": c.peak_mem_mb,
+        "gpu_busy_s": c.busy_s,
+        "gpu_busy_share": c.busy_s / t if c.busy_s is not None else None,
         "step_times_s": list(c.times),
         "config": c.config,
         **run,
@@ -157,7 +159,7 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
         peak = max(peak, _time_interleaved(these, cfg, device))
         timed += these
         for c in these:
-            c.step = None
+            c.busy_s, c.step = gpu_busy(c.step, device), None
     cpu = device.type == "cpu"
     run = {"dtype": "bf16 autocast" if cfg.bf16 and not cpu else "float32", **provenance(device)}
     run |= {"threads": torch.get_num_threads() if cpu else None, "peak_tflops": peak}
@@ -273,6 +275,7 @@ def format_spread(stats: Sequence[dict[str, Any]]) -> str:
 
 #: The result fields that become records.
 METRICS = ("step_time_s", "cpu_time_s", "tokens_per_s", "examples_per_s", "mfu", "peak_mem_mb")
+METRICS += ("gpu_busy_s", "gpu_busy_share")
 #: The fields of a result that go into its records' config.
 _CONFIG = ("preset", "batch", "seq", "mode", "dtype", "threads", "compile", "step_times_s")
 _CONFIG += ("peak_tflops", "peak_source", "flops_per_token", "mem_method", "reference")
@@ -288,7 +291,7 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
         values = {m: r[m] for m in METRICS}
         ref = "transformers" if r["reference"] == "transformers" else "padding_to_context"
         values["speedup_vs_" + ref] = r["vs_reference"]
-        task = "lm" if r["mode"] == "pretrain" else "sst2_lengths"
+        task = "lm" if r["mode"] == "pretrain" else f"{r['config']['lengths']}_lengths"
         fields = {k: r[k] for k in ("scale", "seed", "commit", "device", "date")}
         fields |= {"experiment": "bench", "task": task, "split": "train", "config": config}
         fields |= {"data": "synthetic random tokens", "wall_time": sum(r["step_times_s"])}
@@ -366,17 +369,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     presets = sorted({*PRESETS, *SCALES})
     arg("--preset", choices=presets, help="model preset, or a scale for its model (None: tiny)")
     arg("--scale", choices=tuple(SCALES), help="the book's scale to record, and its model")
-    arg(
-        "--batch",
-        type=int,
-        help="sequences (fine-tuning: examples) per step (None: the scale's, or 4)",
-    )
+    arg("--batch", type=int, help="sequences (fine-tuning: examples) a step (None: scale's, or 4)")
     arg("--seq", type=int, help="tokens per sequence (None: the scale's, or the model's context)")
     arg("--steps", type=int, help="timed steps per implementation (None: the scale's, or 5)")
     arg("--repeats", type=int, default=1, help="whole runs, each with fresh models: their spread")
     arg("--warmup", type=int, default=2, help="untimed steps per implementation first")
     arg("--device", help="cpu, cuda, cuda:1... (None: CUDA where available)")
     arg("--mode", choices=("pretrain", "finetune", "both"), default="pretrain", help="what to time")
+    arg("--lengths", choices=("sst2", "race"), default="sst2", help="fine-tuning examples like")
     what = {"help": "implementations to time, interleaved: %(choices)s", "metavar": "NAME"}
     impl = ["gpt1lib", HEADLINE, "transformers"]
     arg("--implementations", "--impl", nargs="+", choices=IMPLEMENTATIONS, default=impl, **what)

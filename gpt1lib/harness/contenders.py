@@ -24,12 +24,14 @@ from typing import Any, Literal
 import torch
 
 from ..fast import FastGPT
+from ..finetune import FinetuneConfig, FinetuneRun, Updates
 from ..heads import TaskModel
 from ..loss import task_loss
 from ..model import GPT, GPTConfig, preset
 from ..optim import make_optimizer, train_step
 from ..pretrain import PretrainConfig, loss_path
-from ..runtime import GPU_PAD_MULTIPLE, attention_backends, attention_name
+from ..runtime import GPU_PAD_MULTIPLE, attention_backends, attention_name, pick_precision
+from ..steps import eager_stand_in, graphs_pay
 from ..tasks import get_task
 from ..transforms import Encoded, batches, collate
 from ..weights import config_to_hf
@@ -85,6 +87,7 @@ class BenchConfig:
     memory: bool = True  # measure peak memory (on the CPU: one fresh process per model)
     seed: int = 0
     scale: str | None = None  # the book's scale this run stands for: its model, if no preset
+    lengths: Literal["sst2", "race"] = "sst2"  # fine-tuning: examples like SST-2's or RACE's
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Contender:
     times: list[float] = field(default_factory=list)
     cpu_times: list[float] = field(default_factory=list)
     peak_mem_mb: float | None = None
+    busy_s: float | None = None  # the GPU's busy time in a step (``memory.gpu_busy``)
 
 
 # ---------------------------------------------------------------- the contenders
@@ -174,11 +178,24 @@ def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Con
     return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
 
 
-def sst2_like_lengths(n: int, n_ctx: int, seed: int = 0) -> list[int]:
-    """``n`` sequence lengths (with ``_start_`` and ``_classify_``) drawn like SST-2's: a
-    log-normal around 13 tokens, mostly 5-40, at least 3 and at most ``n_ctx``."""
+#: Fine-tuning examples like a task's: (task, sequences an example, median tokens a sequence
+#: with ``_start_`` and ``_classify_``, the log-normal's sigma). SST-2: mostly 5-40 tokens;
+#: RACE: an article, a question and one of 4 answers, most cut to the context.
+LENGTHS = {"sst2": ("sst2", 1, 13, 0.6), "race": ("race", 4, 380, 0.3)}
+
+
+def task_like_items(lengths: str, n: int, n_ctx: int, V: int, seed: int = 0) -> list[Encoded]:
+    """``n`` examples of random tokens at lengths drawn like ``LENGTHS[lengths]``' (at least 3
+    and at most ``n_ctx``), each ``_start_`` (V) ... ``_classify_`` (V + 2), a random label."""
+    task, n_seq, median, sigma = LENGTHS[lengths]
     rng = random.Random(seed)
-    return [max(3, min(n_ctx, round(rng.lognormvariate(math.log(13), 0.6)))) for _ in range(n)]
+
+    def seq() -> tuple[int, ...]:
+        k = max(3, min(n_ctx, round(rng.lognormvariate(math.log(median), sigma))))
+        return (V, *(rng.randrange(V) for _ in range(k - 2)), V + 2)
+
+    n_labels = n_seq if n_seq > 1 else 2
+    return [Encoded(tuple(seq() for _ in range(n_seq)), rng.randrange(n_labels)) for _ in range(n)]
 
 
 def _task_loss(net, feed, regression: bool) -> torch.Tensor:
@@ -188,16 +205,15 @@ def _task_loss(net, feed, regression: bool) -> torch.Tensor:
 
 
 def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contender]:
-    """Three fine-tuning loops over the same ``batch * steps`` synthetic SST-2-like examples:
-    length-grouped batches padded to their longest, the same rounded up to a multiple of 64
-    (the loops' default on CUDA: few shapes), and every batch padded to the context. Warm-up
-    steps take the first batches; the timed steps then see every batch once."""
+    """Fine-tuning steps over the same ``batch * steps`` synthetic examples of SST-2's or
+    RACE's lengths (``cfg.lengths``): length-grouped batches padded to their longest, the same
+    rounded up to a multiple of 64 (the loops' default on CUDA: few shapes), every batch padded
+    to the context, and the fine-tuning loop's own update on the multiples of 64, replayed as a
+    graph per shape (``finetune.Updates``; on the CPU the eager stand-in). Warm-up steps take
+    the first batches; the timed steps then see every batch once."""
     model_cfg = _gpt_config(cfg)
-    n_ctx, V, rng = model_cfg.n_ctx, model_cfg.vocab_size, random.Random(cfg.seed)
-    items = [  # _start_ (V), k - 2 random tokens, _classify_ (V + 2); a random label
-        Encoded(((V, *(rng.randrange(V) for _ in range(k - 2)), V + 2),), rng.randrange(2))
-        for k in sst2_like_lengths(cfg.batch * cfg.steps, n_ctx, cfg.seed)
-    ]
+    n_ctx, V, task = model_cfg.n_ctx, model_cfg.vocab_size, get_task(LENGTHS[cfg.lengths][0])
+    items = task_like_items(cfg.lengths, cfg.batch * cfg.steps, n_ctx, V, cfg.seed)
     out = []
     m = GPU_PAD_MULTIPLE
     for name, pad_to, multiple, how in (
@@ -207,13 +223,14 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
     ):
         torch.manual_seed(cfg.seed)
         gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
-        model = TaskModel(gpt, get_task("sst2"), cfg.dropout)
+        model = TaskModel(gpt, task, cfg.dropout)
         order = batches(items, cfg.batch, random.Random(cfg.seed), length_grouped=not pad_to)
         prepared = [
             collate([items[i] for i in b], pad_to=pad_to, multiple=multiple, cap=n_ctx)
             for b in order
         ]
         info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
+        info["lengths"] = cfg.lengths
         info["attention"] = attention_name(device)
         info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}
         info["pad_vocab_to"] = gpt.pad_vocab_to
@@ -222,7 +239,34 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
         fields = {"tokens": statistics.mean(int(b.mask.sum()) for b in prepared)}
         fields |= {"seq": statistics.mean(b.ids.size(1) for b in prepared), "examples": cfg.batch}
         out.append(_contender(name, "finetune", model, loss_fn, cfg, device, info, **fields))
+    out.append(_graphed(out[1], model_cfg, task, items, cfg, device))
     return out
+
+
+def _graphed(buckets: Contender, model_cfg, task, items, cfg, device) -> Contender:
+    """The loop's update (``finetune.Updates``) on the batches of ``buckets``: each shape's
+    first update eager, then replayed as a CUDA graph (on the CPU, ``eager_stand_in``)."""
+    torch.manual_seed(cfg.seed)
+    gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
+    model = TaskModel(gpt, task, cfg.dropout).to(device).train()
+    ft = FinetuneConfig(lr=LR, lm_coef=LM_COEF, clf_pdrop=cfg.dropout, bf16=cfg.bf16)
+    precision = pick_precision(device, cfg.bf16)
+    graphs = graphs_pay(device, model, ft, precision)
+    opt = make_optimizer(model, LR, graphs=True)
+    run = FinetuneRun(task, ft, device=device, progress=False)
+    updates = Updates(run, model, model, opt, precision, graphs=True)
+    if not graphs:
+        updates.graphs.capture = eager_stand_in
+    order = batches(items, cfg.batch, random.Random(cfg.seed))
+    feed = itertools.cycle([[items[i] for i in b] for b in order])
+    step = lambda: updates.update(next(feed), LR)  # noqa: E731
+    info = buckets.config | {"variant": "finetune:graphed", "updates": "finetune.Updates"}
+    info["graphs"] = "CUDA graph per shape" if graphs else "eager stand-in (no CUDA)"
+    info["padding"] = "the loop's: length-grouped, a multiple of runtime.pad_multiple"
+    padded = [updates.batch([items[i] for i in b]) for b in order]
+    fields = {"tokens": statistics.mean(int(b.mask.sum()) for b in padded)}
+    fields |= {"seq": statistics.mean(b.ids.size(1) for b in padded), "examples": cfg.batch}
+    return Contender("finetune:graphed", "finetune", step, info, **fields)
 
 
 def contenders(cfg: BenchConfig, mode: str, device) -> list[Contender]:

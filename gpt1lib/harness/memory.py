@@ -1,4 +1,5 @@
-"""Peak memory of one step: the allocator's on CUDA, the resident set's on the CPU.
+"""Peak memory of one step: the allocator's on CUDA, the resident set's on the CPU; and on CUDA
+the time a step keeps the GPU computing (``gpu_busy``).
 
 On CUDA: ``torch.cuda.max_memory_allocated`` during the step, above what was held before it. On
 the CPU: the resident set's peak during the step above its size before it, sampled from
@@ -73,6 +74,31 @@ def peak_growth(step: Callable[[], Any], device: torch.device) -> float:
         done.set()
         watcher.join()
     return max(0, max(peak[0], rss_bytes()) - before) / 2**20
+
+
+def gpu_busy(step: Callable[[], Any], device: torch.device, steps: int = 3) -> float | None:
+    """Seconds a ``step()`` keeps the GPU working: the union of its kernels' and copies' time
+    spans under ``torch.profiler`` over ``steps`` steps, per step (None off CUDA). Beside the
+    step's wall time, the share of it the GPU is busy: a launch-bound step leaves it idle
+    between kernels."""
+    if device.type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        synchronize(device)
+    cuda = torch.autograd.DeviceType.CUDA
+    spans = sorted(
+        (e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == cuda
+    )
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:  # the union: spans that overlap count once
+        busy += max(0.0, b - max(a, end))
+        end = max(end, b)
+    return busy / 1e6 / steps
 
 
 #: The fresh process: read (sys.path, pickled (fn, args), threads) from stdin, run, and write

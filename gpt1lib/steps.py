@@ -1,0 +1,143 @@
+"""Fine-tuning updates that keep a GPU busy: the whole update replayed as one CUDA graph.
+
+A fine-tuning step of 32 short sequences is launch-bound on a GPU: about 650 kernels, each
+launched from Python, took ~25 ms a step on an H100 while the GPU computed for ~10 of them
+(2026-11-24). ``GraphedSteps`` captures the whole update, forward, L3, backward, the gradient
+clip and fused AdamW, once per batch shape as a CUDA graph, and replays it: one launch a step.
+
+A graph has fixed shapes and addresses. Training batches come in few shapes: every one is full
+(the released code drops an epoch's last partial batch, ``transforms.batches``) and on CUDA its
+length is rounded up to a multiple of 64 (``runtime.pad_multiple``). Each shape's batch is
+copied into buffers of its own that the graph reads; the learning rate is a tensor the graph
+reads (``optim.make_optimizer(..., graphs=True)``), set before each replay; dropout draws from
+PyTorch's graph-safe generator. The LM loss scores every row of a graph's batch, padding with
+weight 0 (``loss.fused_lm_loss`` picks the real rows only outside a capture: the same loss).
+
+The first update of each shape runs eagerly and is a real update (as in PyTorch's own
+whole-network example, which warms up on real batches): it creates the optimiser's state and
+the kernels' workspaces, which a capture must not allocate. The second captures the graph and
+replays it; so do all later ones. Graphs share one memory pool: each replay's outputs are read
+before the next replay. Eager, as before: a shape whose capture fails (said once, and kept in
+``failed`` for the records), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so a
+graph saves little there and would hold their activations beside the eager cache), and
+whatever the caller keeps out (micro-batches after an out-of-memory, float16 with its loss
+scaling, ``compile=True``, the LSTM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .transforms import Batch
+
+#: The largest batch, in tokens, replayed as a graph: 32 sequences of 512.
+MAX_TOKENS = 32 * 512
+
+#: How a shape is captured: ``capture(fn, pool) -> (replay, pool)``, ``fn`` the update returning
+#: its losses, ``replay()`` running it again on the shape's buffers and returning them.
+Capture = Callable[[Callable[[], torch.Tensor], object], tuple[Callable[[], torch.Tensor], object]]
+
+
+def cuda_graph(fn: Callable[[], torch.Tensor], pool):
+    """Capture ``fn`` as a CUDA graph in memory ``pool`` (None: a new one); nothing runs yet.
+    On a side stream, as ``torch.cuda.graph`` does, but without its synchronisation, garbage
+    collection and emptied cache before each capture: a run captures a few shapes, and a
+    sweep builds a new model, so new graphs, for each run."""
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin(pool=pool)
+        try:
+            out = fn()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return out
+
+    return replay, graph.pool()
+
+
+def eager_stand_in(fn: Callable[[], torch.Tensor], pool):
+    """``capture`` where there is no CUDA (the tests): each "replay" runs ``fn`` on the same
+    buffers, and nothing runs at capture, as with a graph."""
+    return fn, pool
+
+
+def graphs_pay(device: torch.device, model: torch.nn.Module, cfg, precision) -> bool:
+    """Whether a fine-tuning run replays its updates as graphs: on CUDA, with ``cfg.graphs``,
+    not compiled, no float16 loss scaling (its skipped steps wait for the GPU), and a
+    transformer (the LSTM's cuDNN kernels are left as they were)."""
+    from .fast import FastGPT
+
+    eager = cfg.compile or precision.loss_scaling or not cfg.graphs
+    return device.type == "cuda" and not eager and isinstance(model.transformer, FastGPT)
+
+
+class GraphedSteps:
+    """Updates of ``model`` by ``opt``, replayed per batch shape: ``step(batch, lr)`` returns
+    the update's losses (L3, L2, L1 on the device), or None where the caller takes the update
+    eagerly (the first of its shape, or a shape left eager). ``losses(batch)`` is the update's
+    forward: the (3,) losses of a batch on the device, L3 first. ``capture``: ``cuda_graph``,
+    or ``eager_stand_in`` where there is no CUDA."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        opt: torch.optim.Optimizer,
+        losses: Callable[[Batch], torch.Tensor],
+        grad_clip: float,
+        capture: Capture | None = None,
+    ) -> None:
+        self.model, self.opt, self.losses, self.grad_clip = model, opt, losses, grad_clip
+        self.capture, self.pool = capture or cuda_graph, None
+        self.device = next(model.parameters()).device
+        self.graphs: dict[tuple, tuple | None] = {}  # shape -> (replay, buffers)
+        self.failed: list[str] = []
+        self.replays = 0
+
+    def step(self, batch: Batch, lr: float) -> torch.Tensor | None:
+        key = (*batch.ids.shape, batch.labels.dtype, batch.n_seq)
+        if key not in self.graphs:  # the first of its shape: eager, and capture the next
+            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else ()
+            return None
+        if self.graphs[key] == ():
+            self.graphs[key] = self._captured(batch, key)
+        if not self.graphs[key]:
+            return None
+        replay, buffers = self.graphs[key]
+        for name in ("ids", "extract", "mask", "labels"):
+            getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
+        for g in self.opt.param_groups:
+            g["lr"].fill_(lr)
+        out = replay()
+        self.opt.zero_grad(set_to_none=True)  # the graph's gradients are its own
+        self.replays += 1
+        return out
+
+    def _update(self, buffers: Batch) -> torch.Tensor:
+        """The whole update on ``buffers``, as a graph holds it: the gradients written, not
+        added to, then clipped and stepped."""
+        self.opt.zero_grad(set_to_none=True)
+        out = self.losses(buffers)
+        out[0].backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        self.opt.step()
+        return out.detach()
+
+    def _captured(self, batch: Batch, key: tuple):
+        buffers = batch.to(self.device)
+        try:
+            replay, self.pool = self.capture(lambda: self._update(buffers), self.pool)
+        except RuntimeError as e:  # out of memory too: this shape stays eager
+            self.opt.zero_grad(set_to_none=True)
+            reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
+            self.failed.append(reason)
+            print(f"CUDA graph capture failed, eager updates for this shape ({reason})")
+            return None
+        self.opt.zero_grad(set_to_none=True)
+        return replay, buffers
