@@ -194,6 +194,8 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
         }
         log.epoch(epoch, losses, got, uids if last else None)
     bar.close()
+    if steps.graphs:
+        steps.graphs.close()
     log.beside(tok, precision, steps)
     return log.result(time.perf_counter() - t_start)
 

@@ -26,6 +26,7 @@ scaling, ``compile=True``, the LSTM).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import torch
@@ -42,17 +43,24 @@ Capture = Callable[[Callable[[], torch.Tensor], object], tuple[Callable[[], torc
 
 def cuda_graph(fn: Callable[[], torch.Tensor], pool):
     """Capture ``fn`` as a CUDA graph in memory ``pool`` (None: a new one); nothing runs yet.
-    On a side stream, as ``torch.cuda.graph`` does, but without its synchronisation, garbage
-    collection and emptied cache before each capture: a run captures a few shapes, and a
-    sweep builds a new model, so new graphs, for each run."""
+    On a side stream, as ``torch.cuda.graph`` does, without its synchronisation, full garbage
+    collection and emptied cache before each capture (a sweep captures a few shapes for each
+    of its runs) but with Python's garbage collector paused: a graph it destroyed during a
+    capture would break the capture (the ``small`` run's 36th unit, a27161b, on an H100)."""
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        graph.capture_begin(pool=pool)
-        try:
-            out = fn()
-        finally:
-            graph.capture_end()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.cuda.stream(stream):
+            graph.capture_begin(pool=pool)
+            try:
+                out = fn()
+            finally:
+                graph.capture_end()
+    finally:
+        if collecting:
+            gc.enable()
     torch.cuda.current_stream().wait_stream(stream)
 
     def replay() -> torch.Tensor:
@@ -60,6 +68,19 @@ def cuda_graph(fn: Callable[[], torch.Tensor], pool):
         return out
 
     return replay, graph.pool()
+
+
+def random_ok(device: torch.device) -> bool:
+    """Whether ``device``'s random generator still draws (a capture that failed halfway can
+    leave it marked as capturing, and every later draw an error)."""
+    if device.type != "cuda":
+        return True
+    try:
+        with torch.random.fork_rng(devices=[device]):  # the draw leaves no trace
+            torch.rand(1, device=device)
+    except RuntimeError:
+        return False
+    return True
 
 
 def eager_stand_in(fn: Callable[[], torch.Tensor], pool):
@@ -119,6 +140,12 @@ class GraphedSteps:
         self.replays += 1
         return out
 
+    def close(self) -> None:
+        """Free the graphs and their memory now (a run's end), not when a garbage collection
+        finds them: the graphs and the update's loss function refer to each other."""
+        self.graphs = {key: None for key in self.graphs}
+        self.losses = None
+
     def _update(self, buffers: Batch) -> torch.Tensor:
         """The whole update on ``buffers``, as a graph holds it: the gradients written, not
         added to, then clipped and stepped."""
@@ -133,9 +160,15 @@ class GraphedSteps:
         buffers = batch.to(self.device)
         try:
             replay, self.pool = self.capture(lambda: self._update(buffers), self.pool)
-        except RuntimeError as e:  # out of memory too: this shape stays eager
+        except RuntimeError as e:  # out of memory too: this shape stays eager, if it can
             self.opt.zero_grad(set_to_none=True)
             reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
+            if not random_ok(self.device):
+                raise RuntimeError(
+                    f"CUDA graph capture failed ({reason}) and left PyTorch's CUDA random "
+                    "generator unusable in this process (its next dropout mask fails): run "
+                    "again with FinetuneConfig(graphs=False), and report the reason"
+                ) from e
             self.failed.append(reason)
             print(f"CUDA graph capture failed, eager updates for this shape ({reason})")
             return None

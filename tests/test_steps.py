@@ -78,6 +78,19 @@ def test_a_shape_whose_capture_fails_stays_eager(monkeypatch, capsys):
     np.testing.assert_allclose(_values(failed, "dev"), _values(plain, "dev"), rtol=1e-5)
 
 
+def test_a_capture_that_breaks_the_random_generator_is_an_error(monkeypatch):
+    """A capture that fails halfway can leave PyTorch's CUDA generator unusable (it did on an
+    H100): eager updates would then fail at their first dropout mask with an unrelated error.
+    Where the generator no longer draws, the run stops, naming the setting that avoids it."""
+
+    def refuse(fn, pool):
+        raise RuntimeError("operation failed due to a previous error during capture")
+
+    monkeypatch.setattr("gpt1lib.steps.random_ok", lambda device: False)
+    with pytest.raises(RuntimeError, match=r"graphs=False"):
+        _fine_tune(monkeypatch, graphed=True, capture=refuse)
+
+
 def _batch(n: int, T: int) -> Batch:
     ids = torch.randint(0, 50, (n, T))
     return Batch(ids, torch.full((n,), T - 1), torch.ones(n, T, dtype=torch.bool), ids[:, 0], 1)
