@@ -1,8 +1,7 @@
 """gpt1lib: GPT-1 (Radford et al. 2018, "Improving Language Understanding by Generative
 Pre-Training") as a small library; the gpt1-book's chapters import it.
 
-The scales live in ``gpt1lib.scales`` (not imported here, so that ``python -m gpt1lib.pretrain``
-starts without importing itself first).
+The scales live in ``gpt1lib.scales`` (not imported here: importing the package stays light).
 
 Importing it also makes its data warnings (``DataWarning``) one line each, without the path of
 the code that raised them, and imports ``tqdm.auto`` once with its warning about a missing

@@ -5,9 +5,13 @@ run's and task's paper metric after its last epoch, with the interval ``stats`` 
 the evaluation's per-example outcomes (``records.per_example_record``), and the outcomes
 themselves, from which ``difference_interval`` gives the interval of the PAIRED difference of
 two arms scored on the same examples. Records made before those outcomes were kept have none:
-their numbers stand without an interval (``NO_INTERVAL``). ``results_records`` splits the
-recorded runs from this build's; ``protocol_selection`` reads the fine-tuning protocols a run
-chose on examples held out from train, and the trials behind them.
+their numbers stand without an interval (``NO_INTERVAL``). Figure 2's points come from here
+too: ``layer_transfer_points`` (left: accuracy against the blocks transferred) and
+``zero_shot_points`` (right: each heuristic at each checkpoint, normalised between random
+guessing and the state of the art; ``one_answer`` names the answer of a model that gave one
+to every example). ``results_records`` splits the recorded runs from this build's;
+``protocol_selection`` reads the fine-tuning protocols a run chose on examples held out from
+train, and the trials behind them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from . import stats
 from .labels import run_label
 from .records import PER_EXAMPLE, read_records
 from .tasks import TASKS
+from .zeroshot import HEURISTICS, normalise
 
 #: Said beside a number whose run kept no per-example outcomes.
 NO_INTERVAL = (
@@ -175,6 +180,94 @@ def examples_cell(row: dict) -> str:
     train = f"{int(n):,}" if n == n and n is not None else "?"
     scored = f"{len(outcome['labels']):,}" if isinstance(outcome, dict) else "?"
     return f"{train} / {scored}"
+
+
+# ---------------------------------------------------------------- Figure 2's points
+
+
+def layer_transfer_points(records) -> pd.DataFrame:
+    """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
+    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
+    outcomes, ``data``, the training examples (``examples``) and the fine-tuning's wall time.
+    Split "train" is the training examples scored each epoch (dashed in the figure), "dev" the
+    evaluation split."""
+    df = frame(records)
+    cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
+    cols += ["examples", "wall_time"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = with_outcomes(df)
+    df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
+    df["examples"] = [c.get("train_examples") for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
+    last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
+    df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
+    return df.sort_values(["run", "task", "split", "n_transfer"])[cols].reset_index(drop=True)
+
+
+def zero_shot_points(records) -> pd.DataFrame:
+    """Figure 2 (right): one row per (run, model, task, checkpoint): the split scored, the
+    metric and its 95% interval, and both normalised between random guessing (0) and the state
+    of the art (1), ``zeroshot.normalise``'s scale. A heuristic that gave ONE answer to every
+    example (``answer``: its name) has no normalised value (NaN): its accuracy is the share of
+    that answer among the labels, and normalising it by 50% as chance would rank two constant
+    models by the label balance alone (SST-2: +0.046 for "positive", -0.046 for "negative")."""
+    df = frame(records)
+    cols = ["run", "model", "task", "heuristic", "split", "step", "value", "lo", "hi"]
+    cols += ["normalised", "nlo", "nhi", "examples", "answer", "outcome"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df[df.experiment == "zero_shot"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = with_outcomes(df)
+    df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df["examples"] = [c.get("examples") for c in df.config]
+    df["split"] = [scored_split(r) for r in df.to_dict("records")]
+    df["answer"] = [one_answer(t, o) for t, o in zip(df.task, df.outcome, strict=True)]
+    # SST-2 has two heuristics (the paper's and a calibrated one); records before: the paper's
+    df["heuristic"] = [c.get("heuristic", t) for c, t in zip(df.config, df.task, strict=True)]
+    for col, src in (("normalised", "value"), ("nlo", "lo"), ("nhi", "hi")):
+        df[col] = [
+            np.nan if isinstance(a, str) else normalise(h, v)
+            for h, v, a in zip(df.heuristic, df[src], df.answer, strict=True)
+        ]
+    df = df.drop_duplicates(["run", "model", "heuristic", "step"], keep="last")
+    return df.sort_values(["run", "model", "heuristic", "step"])[cols].reset_index(drop=True)
+
+
+def heuristic_title(heuristic: str) -> str:
+    """A zero-shot heuristic as a page names it: its task, and whether it is not the paper's."""
+    task = HEURISTICS.get(heuristic, heuristic)
+    return TASKS[task].title + ("" if task == heuristic else " calibrated (not the paper's)")
+
+
+def scored_split(rec: dict) -> str:
+    """The split a zero-shot record scored. Records made before it was kept in ``config``
+    (``examples_split``) name the task's eval split, which is wrong for RACE: the chapter and
+    the recorded runs have always scored RACE's dev split (its test split is Table 3's), so
+    such a RACE record scored dev."""
+    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    if "examples_split" in config:
+        return config["examples_split"]
+    return "dev" if str(rec.get("task")).startswith("race") else str(rec.get("split"))
+
+
+def one_answer(task: str, outcome) -> str | None:
+    """The one answer a model gave to every example of an evaluation (a class name, "answer
+    k", or a score), or None where its answers vary or it kept no outcomes."""
+    if not isinstance(outcome, dict) or len(set(outcome["predictions"])) != 1:
+        return None
+    (p,) = set(outcome["predictions"])
+    labels = TASKS[task].labels
+    if labels and float(p).is_integer() and 0 <= p < len(labels):
+        return repr(labels[int(p)])
+    return f"answer {int(p) + 1}" if TASKS[task].n_answers else f"the score {p:g}"
 
 
 #: The cpu scale's selection (tools/select_finetune_cpu.py) named the arms by their rows.

@@ -1,16 +1,17 @@
 """What the recorded runs say about the paper's §5 findings, and what they cannot say.
 
-Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero_shot_points``),
-then what the results pages read off each run:
+Figure 2 (left)'s gains (``layer_transfer_gains``; the figures' points are
+``evaluations.layer_transfer_points`` and ``evaluations.zero_shot_points``), then what the
+results pages read off each run:
 
 * ``findings``: the paper's four findings at each run, each held to one rule (``RULE``):
   the run's numbers with their paired intervals, the verdict, every confound in the records;
+* ``zero_shot_last``: each zero-shot curve's last point, its raw score against random;
 * ``constant_answers``: evaluations in which a model gave ONE answer to every example, whose
-  metric then says nothing about what it learned (``one_answer``);
+  metric then says nothing about what it learned (``evaluations.one_answer``);
 * ``underfitting``: fine-tuning's task loss L2 after its last epoch against the loss of the
   best constant prediction (``loss.prior_loss``): a run whose L2 is no lower learned the label
-  prior and nothing more;
-* ``scored_split``: the split a zero-shot record scored.
+  prior and nothing more.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from .evaluations import (
     final_metrics,
     format_value,
     frame,
-    with_outcomes,
+    heuristic_title,
+    layer_transfer_points,
+    one_answer,
+    zero_shot_points,
 )
 from .labels import pretrained, run_label
 from .loss import prior_loss
@@ -36,93 +40,35 @@ from .paper import (
     TABLE5_TASKS,
     ablation_runs,
 )
-from .records import PER_EXAMPLE
 from .tasks import TASKS
-from .zeroshot import BASELINES, HEURISTICS, ZERO_SHOT_TASKS, normalise
+from .zeroshot import BASELINES, HEURISTICS, ZERO_SHOT_TASKS
 
 
-def layer_transfer_points(records) -> pd.DataFrame:
-    """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
-    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
-    outcomes, ``data``, the training examples (``examples``) and the fine-tuning's wall time.
-    Split "train" is the training examples scored each epoch (dashed in the figure), "dev" the
-    evaluation split."""
-    df = frame(records)
-    cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
-    cols += ["examples", "wall_time"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = with_outcomes(df)
-    df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
-    df["examples"] = [c.get("train_examples") for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
-    last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
-    df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
-    return df.sort_values(["run", "task", "split", "n_transfer"])[cols].reset_index(drop=True)
+def _transfer_pairs(points: pd.DataFrame):
+    """Each run's and task's dev points of Figure 2 (left) with every block transferred and
+    with the embeddings only: (run, task, blocks, the one's row, the other's, the paired 95%
+    interval of their difference, None where a run kept no outcomes)."""
+    dev = points[points.split == "dev"]
+    for (run, task), g in dev.groupby(["run", "task"], sort=False):
+        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
+        top = max(by_k)
+        if 0 in by_k and top > 0:
+            a, b = by_k[top], by_k[0]
+            yield run, task, top, a, b, difference_interval("accuracy", a["outcome"], b["outcome"])
 
 
 def layer_transfer_gains(records) -> pd.DataFrame:
     """Each run's and task's dev accuracy with every block transferred minus with the
     embeddings only (``n_transfer`` = n_layer against 0), its paired 95% interval, and what
     the paper states of it (MultiNLI: up to 9)."""
-    pts = layer_transfer_points(records)
-    pts = pts[pts.split == "dev"]
     rows = []
-    for (run, task), g in pts.groupby(["run", "task"], sort=False):
-        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
-        top = max(by_k)
-        if 0 not in by_k or top <= 0:
-            continue
-        a, b = by_k[top], by_k[0]
-        iv = difference_interval("accuracy", a["outcome"], b["outcome"])
+    for run, task, top, a, b, iv in _transfer_pairs(layer_transfer_points(records)):
         stated = PAPER_LAYER_TRANSFER.get(task)
         cell = "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]"
         paper = f"up to +{stated[0]:g}" if stated else "not stated"
         rows.append((run, TASKS[task].title, top, a["value"] - b["value"], cell, paper))
     cols = ["run", "task", "blocks", "all blocks - embeddings only", "95% interval", "paper"]
     return pd.DataFrame(rows, columns=cols)
-
-
-def zero_shot_points(records) -> pd.DataFrame:
-    """Figure 2 (right): one row per (run, model, task, checkpoint): the split scored, the
-    metric and its 95% interval, and both normalised between random guessing (0) and the state
-    of the art (1), ``zeroshot.normalise``'s scale. A heuristic that gave ONE answer to every
-    example (``answer``: its name) has no normalised value (NaN): its accuracy is the share of
-    that answer among the labels, and normalising it by 50% as chance would rank two constant
-    models by the label balance alone (SST-2: +0.046 for "positive", -0.046 for "negative")."""
-    df = frame(records)
-    cols = ["run", "model", "task", "heuristic", "split", "step", "value", "lo", "hi"]
-    cols += ["normalised", "nlo", "nhi", "examples", "answer", "outcome"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = df[df.experiment == "zero_shot"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = with_outcomes(df)
-    df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    df["examples"] = [c.get("examples") for c in df.config]
-    df["split"] = [scored_split(r) for r in df.to_dict("records")]
-    df["answer"] = [one_answer(t, o) for t, o in zip(df.task, df.outcome, strict=True)]
-    # SST-2 has two heuristics (the paper's and a calibrated one); records before: the paper's
-    df["heuristic"] = [c.get("heuristic", t) for c, t in zip(df.config, df.task, strict=True)]
-    for col, src in (("normalised", "value"), ("nlo", "lo"), ("nhi", "hi")):
-        df[col] = [
-            np.nan if isinstance(a, str) else normalise(h, v)
-            for h, v, a in zip(df.heuristic, df[src], df.answer, strict=True)
-        ]
-    df = df.drop_duplicates(["run", "model", "heuristic", "step"], keep="last")
-    return df.sort_values(["run", "model", "heuristic", "step"])[cols].reset_index(drop=True)
-
-
-def heuristic_title(heuristic: str) -> str:
-    """A zero-shot heuristic as a page names it: its task, and whether it is not the paper's."""
-    task = HEURISTICS.get(heuristic, heuristic)
-    return TASKS[task].title + ("" if task == heuristic else " calibrated (not the paper's)")
 
 
 # ---------------------------------------------------------------- the four findings
@@ -280,20 +226,14 @@ def _zero_shot_finding(points: pd.DataFrame, ups: dict):
 
 
 def _transfer_finding(points: pd.DataFrame):
-    dev = points[points.split == "dev"]
     parts, checks, confounds = [], [], []
-    for task, g in dev.groupby("task", sort=False):
-        by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
-        top = max(by_k)
-        if 0 not in by_k or top <= 0:
-            continue
-        iv = difference_interval("accuracy", by_k[top]["outcome"], by_k[0]["outcome"])
+    for _, task, top, a, b, iv in _transfer_pairs(points):
         if iv is None:
             return None
-        gain = by_k[top]["value"] - by_k[0]["value"]
+        gain = a["value"] - b["value"]
         parts.append(f"{TASKS[task].title} {_fmt(gain, *iv)}")
         checks.append((TASKS[task].title, gain, *iv, None))
-        arms = {f"{top} blocks": {task: by_k[top]}, "the embeddings only": {task: by_k[0]}}
+        arms = {f"{top} blocks": {task: a}, "the embeddings only": {task: b}}
         confounds += _model_confounds(arms, [task])
     if not checks:
         return None
@@ -351,29 +291,6 @@ def zero_shot_last(records) -> pd.DataFrame:
             "random guess": [BASELINES[t][0] for t in last.task],
         }
     ).reset_index(drop=True)
-
-
-def scored_split(rec: dict) -> str:
-    """The split a zero-shot record scored. Records made before it was kept in ``config``
-    (``examples_split``) name the task's eval split, which is wrong for RACE: the chapter and
-    the recorded runs have always scored RACE's dev split (its test split is Table 3's), so
-    such a RACE record scored dev."""
-    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-    if "examples_split" in config:
-        return config["examples_split"]
-    return "dev" if str(rec.get("task")).startswith("race") else str(rec.get("split"))
-
-
-def one_answer(task: str, outcome) -> str | None:
-    """The one answer a model gave to every example of an evaluation (a class name, "answer
-    k", or a score), or None where its answers vary or it kept no outcomes."""
-    if not isinstance(outcome, dict) or len(set(outcome["predictions"])) != 1:
-        return None
-    (p,) = set(outcome["predictions"])
-    labels = TASKS[task].labels
-    if labels and float(p).is_integer() and 0 <= p < len(labels):
-        return repr(labels[int(p)])
-    return f"answer {int(p) + 1}" if TASKS[task].n_answers else f"the score {p:g}"
 
 
 #: The experiments a fine-tuning evaluation is recorded under, and how a page names them.

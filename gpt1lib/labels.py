@@ -6,15 +6,17 @@ recipe (λ, the blocks transferred, STS-B's head, the example limits a user set,
 that two reruns never share a column. It never names what a recorded run chose for the run
 (each task's training examples): that is the run's data, shown in a column of its own
 (``paper.train_examples``). ``short_names`` gives a table short column heads ("cpu run",
-"small run") whose full labels its caption spells out. ``chapter_times`` is the table each
-chapter opens with: how long it took at each scale, on what, from the recorded runs'
-manifests. ``fine_tuning_start`` says where a run's fine-tuning started.
+"small run") whose full labels its caption spells out (``short_runs``: a table's, cut).
+``chapter_times`` is the table each chapter opens with: how long it took at each scale, on
+what, from the recorded runs' manifests. ``fine_tuning_start`` says where a run's
+fine-tuning started.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 import pandas as pd
 
@@ -126,6 +128,31 @@ def short_names(labels) -> dict[str, str]:
         common = set.intersection(*(set(p) for p in group))
         out[label] = ", ".join([parts[label][0]] + [p for p in parts[label] if p not in common])
     return out
+
+
+#: A run label at the start of a table's column head, row name or ``run`` cell ("cpu run, 2 CPU
+#: cores, commit 9f484a9, seed 0", alone or before ": <row>" or " · <what>").
+_RUN = re.compile(r"^((?:smoke|cpu|small|paper) run, [^:·]*?)(?=$|: | · )")
+
+
+def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``table`` with each run label in its column heads, row names and ``run`` column cut to
+    its short name (``labels.short_names``: "cpu run", "small run"), and the line that says
+    which run each short name is."""
+    texts = [*map(str, table.columns), *map(str, table.index.to_flat_index())]
+    texts += list(table["run"].astype(str)) if "run" in table.columns else []
+    names = short_names([m.group(1) for t in texts if (m := _RUN.match(t))])
+    if not names:
+        return table, ""
+
+    def cut(text):
+        m = _RUN.match(str(text))
+        return names[m.group(1)] + str(text)[m.end(1) :] if m else text
+
+    table = table.rename(columns=cut, index=cut)
+    if "run" in table.columns:
+        table["run"] = table["run"].map(cut)
+    return table, "; ".join(f"{short}: {full}" for full, short in names.items())
 
 
 #: Where each scale runs, for a chapter's opening table (the recorded runs give their own).

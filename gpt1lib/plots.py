@@ -1,5 +1,5 @@
-"""The results chapters' figures and table styling, drawn from records (``paper``'s tables),
-and Figure 2's data (``layer_transfer_points``, ``layer_transfer_gains``, ``zero_shot_points``).
+"""The results chapters' figures and table styling, drawn from records: ``paper``'s tables,
+Figure 2's points (``evaluations.layer_transfer_points``, ``evaluations.zero_shot_points``).
 
 Chapters 09-12, the results-at-a-glance page and the speed appendix call these functions, so
 that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
@@ -11,7 +11,6 @@ paper's reference only where the paper states one (``paper.PAPER_LAYER_TRANSFER`
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 import matplotlib.pyplot as plt
@@ -19,9 +18,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .evaluations import NO_INTERVAL, final_metrics, results_records
-from .findings import heuristic_title, layer_transfer_points, zero_shot_points
-from .labels import short_names
+from .evaluations import (
+    NO_INTERVAL,
+    final_metrics,
+    heuristic_title,
+    layer_transfer_points,
+    results_records,
+    zero_shot_points,
+)
+from .labels import short_runs
 from .paper import (
     ABLATIONS,
     PAPER_LAYER_TRANSFER,
@@ -36,8 +41,6 @@ from .paper import (
 from .tasks import TASKS
 from .zeroshot import HEURISTICS
 
-#: The y axis of Figure 2 (right), said in full.
-RELATIVE = "relative performance\n(0 = random guess, 1 = state of the art)"
 NO_BARS = "no error bars: recorded before per-example outcomes were kept"
 
 
@@ -63,31 +66,6 @@ def _title(ax_or_fig, text: str, width: int = 90, **kw) -> None:
         ax_or_fig.suptitle(wrapped, fontsize=10, **kw)
     else:
         ax_or_fig.set_title(wrapped, fontsize=10, **kw)
-
-
-#: A run label at the start of a table's column head, row name or ``run`` cell ("cpu run, 2 CPU
-#: cores, commit 9f484a9, seed 0", alone or before ": <row>" or " · <what>").
-_RUN = re.compile(r"^((?:smoke|cpu|small|paper) run, [^:·]*?)(?=$|: | · )")
-
-
-def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """``table`` with each run label in its column heads, row names and ``run`` column cut to
-    its short name (``labels.short_names``: "cpu run", "small run"), and the line that says
-    which run each short name is."""
-    texts = [*map(str, table.columns), *map(str, table.index.to_flat_index())]
-    texts += list(table["run"].astype(str)) if "run" in table.columns else []
-    names = short_names([m.group(1) for t in texts if (m := _RUN.match(t))])
-    if not names:
-        return table, ""
-
-    def cut(text):
-        m = _RUN.match(str(text))
-        return names[m.group(1)] + str(text)[m.end(1) :] if m else text
-
-    table = table.rename(columns=cut, index=cut)
-    if "run" in table.columns:
-        table["run"] = table["run"].map(cut)
-    return table, "; ".join(f"{short}: {full}" for full, short in names.items())
 
 
 def this_build(ch, part: str):
@@ -160,8 +138,10 @@ def _grouped_bars(ax, categories: list[str], series: dict[str, tuple]) -> bool:
     return drew
 
 
-def _legend_below(ax, ncol: int = 1) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.28), ncol=ncol, fontsize=8, frameon=False)
+def _legend_below(ax, ncol: int = 1, y: float = -0.28, entries: tuple = ()) -> None:
+    """The legend under ``ax``, at ``y`` (axes fraction); ``entries``: (handles, labels)."""
+    below = {"loc": "upper left", "bbox_to_anchor": (0, y), "fontsize": 8, "frameon": False}
+    ax.legend(*entries, ncol=ncol, **below)
 
 
 def results_bars(records, title: str = "Tables 2-4"):
@@ -225,77 +205,76 @@ def _chance(task: str) -> float | None:
     return 100.0 / k if k else None
 
 
+def _transfer_curves(ax, g: pd.DataFrame, colors: dict) -> bool:
+    """One run's Figure 2 (left) curves on ``ax``: each task's dev accuracy with its 95%
+    intervals (solid) and training accuracy (dashed). Returns whether any interval was drawn."""
+    drew = False
+    dodge = {t: 0.06 * (i - (len(colors) - 1) / 2) for i, t in enumerate(colors)}
+    for (task, split), d in g.groupby(["task", "split"], sort=False):
+        d = d.sort_values("n_transfer")
+        label = f"{TASKS[task].title} ({split})"
+        style = {"color": colors[task], "marker": "o", "ms": 4}
+        if split == "dev":  # nudged sideways a little, so that the tasks' bars do not overlap
+            has = d.lo.notna()
+            err = np.vstack([d.value - d.lo, d.hi - d.value])
+            err = np.where(has.to_numpy(), err, 0)
+            x = d.n_transfer + dodge[task]
+            ax.errorbar(x, d.value, yerr=err, capsize=3, label=label, **style)
+            drew |= bool(has.any())
+        else:
+            ax.plot(d.n_transfer, d.value, ls="--", alpha=0.7, label=label, **style)
+    return drew
+
+
+def _transfer_references(ax, g: pd.DataFrame, colors: dict) -> None:
+    """Each task's chance level (dotted) and the paper's one stated number, the gain of full
+    transfer (``paper.PAPER_LAYER_TRANSFER``), as a star above the run's embeddings-only point."""
+    top = int(g.n_transfer.max())
+    for task in g.task.unique():
+        if (chance := _chance(task)) is not None:
+            ax.axhline(chance, color=colors[task], ls=":", lw=1)
+        dev = g[(g.task == task) & (g.split == "dev") & (g.n_transfer == 0)]
+        if task in PAPER_LAYER_TRANSFER and not dev.empty and top > 0:
+            gain, base = PAPER_LAYER_TRANSFER[task][0], float(dev.value.iloc[0])
+            ax.plot([top, top], [base, base + gain], color=colors[task], ls=":", lw=1.5)
+            said = f"paper, {TASKS[task].title}: full transfer up to +{gain:g} over embeddings "
+            said += "only (drawn from this run's embeddings-only point)"
+            star = {"marker": "*", "ms": 12, "color": colors[task], "ls": "none"}
+            ax.plot(top, base + gain, label=said, **star)
+    ax.plot([], [], color="grey", ls=":", label="chance (dotted, each task's colour)")
+
+
+def _transfer_data(g: pd.DataFrame) -> str:
+    """What one run's sweep cost and trained and scored on, for its figure's title."""
+    minutes = g.drop_duplicates(["task", "n_transfer"]).wall_time.sum() / 60
+    dev = g[g.split == "dev"].dropna(subset=["outcome"])
+    scored = {len(o["labels"]) for o in dev.outcome}
+    data = ", ".join(
+        f"{TASKS[t].title} trained on {int(d.examples.max()):,}"
+        for t, d in g.groupby("task", sort=False)
+        if d.examples.notna().any()
+    ) + (f", scored on {'/'.join(f'{n:,}' for n in sorted(scored))} dev" if scored else "")
+    return f"{minutes:.0f} min of fine-tuning · {data}"
+
+
 def layer_transfer_figures(records) -> list:
     """Figure 2 (left), one figure per run: accuracy against the blocks transferred (-1: none,
     0: the embeddings only), dev solid with 95% intervals, the training examples dashed; each
     task's chance level dotted; and the paper's one stated number, the gain of full transfer on
     MultiNLI, as a marker set on this run's embeddings-only accuracy."""
-    pts = layer_transfer_points(records)
     figs = []
-    for run, g in pts.groupby("run", sort=False):
+    for run, g in layer_transfer_points(records).groupby("run", sort=False):
         fig, ax = plt.subplots(figsize=(8.5, 5.6))
         colors = _colors(g.task.unique())
-        drew = False
-        dodge = {t: 0.06 * (i - (len(colors) - 1) / 2) for i, t in enumerate(colors)}
-        for (task, split), d in g.groupby(["task", "split"], sort=False):
-            d = d.sort_values("n_transfer")
-            label = f"{TASKS[task].title} ({split})"
-            style = {"color": colors[task], "marker": "o", "ms": 4}
-            if split == "dev":  # nudged sideways a little, so that the tasks' bars do not overlap
-                has = d.lo.notna()
-                err = np.vstack([d.value - d.lo, d.hi - d.value])
-                err = np.where(has.to_numpy(), err, 0)
-                x = d.n_transfer + dodge[task]
-                ax.errorbar(x, d.value, yerr=err, capsize=3, label=label, **style)
-                drew |= bool(has.any())
-            else:
-                ax.plot(d.n_transfer, d.value, ls="--", alpha=0.7, label=label, **style)
-        top = int(g.n_transfer.max())
-        for task in g.task.unique():
-            if (chance := _chance(task)) is not None:
-                ax.axhline(chance, color=colors[task], ls=":", lw=1)
-            dev = g[(g.task == task) & (g.split == "dev") & (g.n_transfer == 0)]
-            if task in PAPER_LAYER_TRANSFER and not dev.empty and top > 0:
-                gain = PAPER_LAYER_TRANSFER[task][0]
-                base = float(dev.value.iloc[0])
-                ax.plot([top, top], [base, base + gain], color=colors[task], ls=":", lw=1.5)
-                ax.plot(
-                    top,
-                    base + gain,
-                    marker="*",
-                    ms=12,
-                    color=colors[task],
-                    ls="none",
-                    label=f"paper, {TASKS[task].title}: full transfer up to +{gain:g} "
-                    "over embeddings only (drawn from this run's embeddings-only point)",
-                )
-        ax.plot([], [], color="grey", ls=":", label="chance (dotted, each task's colour)")
+        drew = _transfer_curves(ax, g, colors)
+        _transfer_references(ax, g, colors)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set(
-            xlabel="blocks transferred (-1: nothing, 0: embeddings only)",
-            ylabel="accuracy (%)",
-        )
-        minutes = g.drop_duplicates(["task", "n_transfer"]).wall_time.sum() / 60
-        dev = g[g.split == "dev"].dropna(subset=["outcome"])
-        scored = {len(o["labels"]) for o in dev.outcome}
-        data = ", ".join(
-            f"{TASKS[t].title} trained on {int(d.examples.max()):,}"
-            for t, d in g.groupby("task", sort=False)
-            if d.examples.notna().any()
-        ) + (f", scored on {'/'.join(f'{n:,}' for n in sorted(scored))} dev" if scored else "")
+        ax.set(xlabel="blocks transferred (-1: nothing, 0: embeddings only)", ylabel="accuracy (%)")
         note = "" if drew else f"; {NO_BARS}"
-        _title(ax, f"Figure 2 (left): {run} · {minutes:.0f} min of fine-tuning · {data}{note}", 90)
+        _title(ax, f"Figure 2 (left): {run} · {_transfer_data(g)}{note}", 90)
         handles, labels = ax.get_legend_handles_labels()
         order = sorted(range(len(labels)), key=lambda i: ("(dev)" not in labels[i], i))
-        ax.legend(
-            [handles[i] for i in order],
-            [labels[i] for i in order],
-            loc="upper left",
-            bbox_to_anchor=(0, -0.16),
-            ncol=2,
-            fontsize=8,
-            frameon=False,
-        )
+        _legend_below(ax, 2, -0.16, ([handles[i] for i in order], [labels[i] for i in order]))
         fig.tight_layout()
         figs.append(fig)
     return figs
@@ -338,19 +317,13 @@ def zero_shot_figures(records) -> list:
         if constant:
             handles.append(plt.Line2D([], [], ls="none", marker="x", color="grey", mew=1.5))
             labels.append("one answer for every example: no point of the curve")
-        fig.legend(
-            handles,
-            labels,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.93),
-            ncol=3,
-            fontsize=8,
-            frameon=False,
-        )
+        top = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.93), "ncol": 3}
+        fig.legend(handles, labels, fontsize=8, frameon=False, **top)
         examples = int(g.examples.max()) if g.examples.notna().any() else "?"
         note = "" if drew else f"; {NO_BARS}"
         _title(fig, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 100)
-        caption = f"y: {RELATIVE.replace(chr(10), ' ')}. paper: {PAPER_ZERO_SHOT}"
+        caption = "y: relative performance (0 = random guess, 1 = state of the art). "
+        caption += f"paper: {PAPER_ZERO_SHOT}"
         fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 140)), fontsize=7.5)
         fig.tight_layout(rect=(0, 0.05, 1, 0.88))
         figs.append(fig)

@@ -10,8 +10,8 @@ import pytest
 from bad_inputs import Case, Expensive, params, registry, run_case
 
 from gpt1lib.chapter import check_parameters
+from gpt1lib.harness.pretrain import main
 from gpt1lib.harness.reproduce import ROOT
-from gpt1lib.pretrain.__main__ import main
 from gpt1lib.scales import SCALES, resolve_scale
 
 CLI: list[Case] = []

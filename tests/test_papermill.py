@@ -13,7 +13,8 @@ import shutil
 
 import pytest
 
-from gpt1lib.findings import layer_transfer_gains, layer_transfer_points
+from gpt1lib.evaluations import layer_transfer_points
+from gpt1lib.findings import layer_transfer_gains
 from gpt1lib.harness import reproduce
 from gpt1lib.harness.reproduce import ROOT
 from gpt1lib.records import read_records

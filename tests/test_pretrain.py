@@ -172,7 +172,7 @@ def _cli(out: Path, tok_dir: Path, *args: str, **kw) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
-        "gpt1lib.pretrain",
+        "gpt1lib.harness.pretrain",
         "--scale",
         "smoke",
         "--out",
@@ -258,7 +258,7 @@ def test_ddp_two_processes_match_one_process(tmp_path, tok_dir):
         "--master_port",
         "29517",
         "-m",
-        "gpt1lib.pretrain",
+        "gpt1lib.harness.pretrain",
         "--scale",
         "smoke",
         "--out",

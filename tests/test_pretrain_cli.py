@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from gpt1lib.corpus import FIXTURE
-from gpt1lib.pretrain.__main__ import _parser, main
+from gpt1lib.harness.pretrain import _parser, main
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_the_readme_command_runs_on_a_local_corpus_and_says_how_to_resume(books,
     assert "validation perplexity: not yet measured" in said  # smoke measures every 20
     assert f"checkpoint: {out}" in said
     resume = said.split("resume: ")[1].strip()
-    assert resume.startswith("python -m gpt1lib.pretrain ") and resume.endswith(" --resume")
+    assert resume.startswith("python -m gpt1lib.harness.pretrain ") and resume.endswith(" --resume")
     again = main(shlex.split(resume)[3:])  # the printed command, as a shell would run it
     said = capsys.readouterr().out
     assert again.step == 24 and "pre-training done: update 24 of 24" in said

@@ -218,7 +218,7 @@ def test_a_constant_answer_is_no_point_of_the_curve():
     """A heuristic that gives every example one answer scores that answer's share of the
     labels: normalised by 50% as chance, two such models would be ranked by the label balance
     alone. Its points say which answer it gave and have no normalised value."""
-    from gpt1lib.findings import scored_split, zero_shot_points
+    from gpt1lib.evaluations import scored_split, zero_shot_points
     from gpt1lib.records import make_record, per_example_record
 
     labels = [1] * 52 + [0] * 48

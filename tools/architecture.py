@@ -26,34 +26,41 @@ PACKAGE = ROOT / "gpt1lib"
 #: Each module's layer; a module imports only from its own layer or those below it.
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("runtime", "paths", "files", "hub", "records", "stats"),  # infrastructure
-    1: ("tasks", "tasks.registry", "tasks.readers", "tasks.sources", "bundle_source"),  # data
+    1: ("tasks", "tasks.registry", "tasks.layout", "tasks.readers", "tasks.sources",
+        "tasks.bundle"),  # data
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
     3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks",
-        "heads", "scoring"),
-    4: ("pretrain", "finetune", "zeroshot"),  # the loops
-    5: ("scales", "experiments", "selection", "runs", "chapter", "pretrain.__main__"),
+        "heads", "scoring", "steps"),
+    4: ("pretrain", "pretrain.logger", "finetune", "zeroshot"),  # the loops
+    5: ("scales", "experiments", "selection", "runs", "chapter"),
     6: (  # on top, beside each other: the reporting and the harness
         "labels", "paper", "findings", "plots",
         "harness", "harness.recipe", "harness.runner", "harness.reproduce", "harness.bench",
-        "harness.bundle", "harness.memory", "harness.contenders",
+        "harness.bundle", "harness.memory", "harness.contenders", "harness.pretrain",
         "evaluations",
     ),
     7: ("",),  # the package itself (gpt1lib/__init__.py)
 }  # fmt: skip
 #: The paper core and its ceiling (issue 26): what a reader of the method reads; ``files`` and
 #: ``hub`` came out of ``checkpoint`` and ``weights``. Not in it, as before: the pretrain command
-#: line (``pretrain.__main__``, once in ``runs``) and reading a bundle (``bundle_source``).
+#: line (``harness.pretrain``, once ``pretrain.__main__``) and reading a bundle (``tasks.bundle``,
+#: once ``bundle_source``).
 CORE = (
     "model", "fast", "loss", "optim", "checkpoint", "files", "hub", "tokenizer", "front_end",
-    "corpus", "tasks", "tasks.registry", "tasks.readers", "tasks.sources", "transforms",
-    "pretrain", "finetune", "heads", "scoring", "zeroshot", "lstm", "weights", "scales",
+    "corpus", "tasks", "tasks.registry", "tasks.layout", "tasks.readers", "tasks.sources",
+    "transforms", "pretrain", "pretrain.logger", "finetune", "heads", "scoring", "zeroshot",
+    "lstm", "weights", "scales",
 )  # fmt: skip
 #: The core's ceiling was 4,500 (issue 26); issue 34 split fine-tuning into a run and its loop
 #: (``finetune``), the task heads (``heads``) and scoring (``scoring``), 87 lines of module
 #: headers and the run's settings object more, and issue 36 added the fault handling (locks,
 #: a full disk's error, whole record lines, no pickle, a diverged or out-of-memory fine-tuning
-#: or scoring), 84 more: 4,700.
-CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4700, 450, 80, 0.15
+#: or scoring), 84 more: 4,700. Then the limits of 400 lines a module and 60 a function split
+#: pre-training (its records and progress bar in ``pretrain.logger``, its steps named) and the
+#: task readers (``tasks.layout``), 43 lines of headers and names, and issue 33 gave the
+#: fine-tuning loop its graph replays (``steps`` itself is a speed path outside the core, held
+#: to the plain loop by tests), 40: 4,800.
+CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4800, 400, 60, 0.15
 #: The recorded run's scheduling code (issue 32: the units, their predictions, the runner; the
 #: plan, plan_run, plan_report and throughput modules it replaced were 1,011 non-blank lines),
 #: within its ceiling; and the whole harness (2,188 then), whose target is printed but not yet

@@ -54,7 +54,7 @@ if [ "${FRESH:-0}" = 1 ]; then
     'from gpt1lib.records import git_commit; print(git_commit())')"
   export GPT1_COMMIT
   (cd "$HERE" && git ls-files -z --cached --others --exclude-standard |
-    xargs -0 -I{} sh -c '[ -f "{}" ] && cp --parents "{}" "$0"' "$WORK/checkout")
+    xargs -0 -I{} sh -c '[ ! -f "{}" ] || cp --parents "{}" "$0"' "$WORK/checkout")
   cp -r "$BUNDLE" "$WORK/checkout/bundle"
   mkdir -p "$OUT" && OUT="$(cd "$OUT" && pwd)"
   cd "$WORK/checkout"

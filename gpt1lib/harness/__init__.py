@@ -6,8 +6,10 @@
   (``gpt1lib.experiments``), predicted from measured rates and run in one process, their
   records kept under ``results/``;
 * ``bundle``: an offline bundle of everything a run reads, for a machine without a network;
-* ``bench`` (with ``memory``): training steps timed against transformers, the speed run.
+* ``bench`` (with ``contenders`` and ``memory``): training steps timed against transformers,
+  the speed run;
+* ``pretrain``: pre-training's command line, on one GPU or many.
 
-Its commands: ``python -m gpt1lib.harness.reproduce``, ``.bench``, ``.bundle``. It imports the
-library; nothing in the library imports it.
+Its commands: ``python -m gpt1lib.harness.reproduce``, ``.bench``, ``.bundle``, ``.pretrain``.
+It imports the library; nothing in the library imports it.
 """

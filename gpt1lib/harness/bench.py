@@ -77,15 +77,9 @@ def _checked(cfg: BenchConfig) -> BenchConfig:
     device = pick_device(cfg.device)
     # the scale's (batch, seq, steps) on this device where not given: ``--scale paper`` on an
     # H100 is the paper's own 64 x 512 tokens
-    given = (
-        (4, None, 5)
-        if cfg.scale is None
-        else SCALES[cfg.scale].bench.get(device.type, (4, None, 5))
-    )
-    batch, seq, steps = (
-        v if v is not None else d
-        for v, d in zip((cfg.batch, cfg.seq, cfg.steps), given, strict=True)
-    )
+    default = (SCALES[cfg.scale].bench if cfg.scale else {}).get(device.type, (4, None, 5))
+    asked = (cfg.batch, cfg.seq, cfg.steps)
+    batch, seq, steps = (a if a is not None else d for a, d in zip(asked, default, strict=True))
     cfg = replace(cfg, batch=batch, seq=seq, steps=steps)
     if min(cfg.steps, cfg.warmup, cfg.batch) < 1:
         raise ValueError(f"steps={cfg.steps}, warmup={cfg.warmup}, batch={cfg.batch}: each >= 1")
@@ -338,7 +332,7 @@ _COLUMNS |= {"dtype": str, "step_time_s": "{:.3f}".format, "cpu_time_s": "{:.3f}
 _COLUMNS |= {"tokens_per_s": "{:,.0f}".format, "examples_per_s": "{:,.1f}".format}
 _COLUMNS |= {"mfu": "{:.1%}".format, "peak_mem_mb": "{:,.0f}".format}
 _COLUMNS |= {"vs_reference": "{:.2f}x".format, "vs_reference_cpu": "{:.2f}x".format}
-_COLUMNS |= {"reference": str}
+_COLUMNS |= {"gpu_busy_share": "{:.0%}".format, "reference": str}
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:

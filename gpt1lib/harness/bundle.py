@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bundle_source import FORMAT, MANIFEST, BundleError
 from ..corpus import Documents, load_documents, split_documents, tokenize
 from ..experiments import scale_tokenizer
 from ..files import atomic_path, file_sha256, write_json
@@ -51,6 +50,7 @@ from ..tasks import (
     subsample,
     unavailable,
 )
+from ..tasks.bundle import FORMAT, MANIFEST, BundleError
 from ..tokenizer import RELEASED_FILES, GPT1Tokenizer
 from ..zeroshot import ZERO_SHOT_SPLITS
 

@@ -76,7 +76,8 @@ def sweep(
     return done
 
 
-def main(argv: list[str] | None = None) -> dict | list[Path]:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the recorded run's options, and a sweep's."""
     p = argparse.ArgumentParser(
         prog="python -m gpt1lib.harness.reproduce", description=__doc__.split("\n")[0]
     )
@@ -116,6 +117,14 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
         metavar=("NAME", "VALUE"),
         help="rerun the --only chapter once per VALUE of its parameter NAME",
     )
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict | list[Path]:
+    """``python -m gpt1lib.harness.reproduce``: a sweep where ``--sweep`` (or ``--only``, ``-p``)
+    is given, else the scale's recorded run (``runner.run``), and the book rebuilt after it with
+    ``--book``."""
+    p = _parser()
     a = p.parse_args(argv)
     params = {k: v for k, v in (("source", a.source), ("corpus", a.corpus)) if v is not None}
     params |= {name: _value(value) for name, value in a.param}

@@ -11,15 +11,15 @@ The paper ran 100 epochs over BooksCorpus.
 (bf16 autocast, or float16 with loss scaling on GPUs without bf16; optional
 ``torch.compile``) and on many with PyTorch's DDP under ``torchrun``.
 Checkpoints (``checkpoint.py``) hold everything a run needs to go on exactly where it stopped
-and are checked against the run's config before it resumes. ``python -m gpt1lib.pretrain`` is
-its command line (``pretrain/__main__.py``, above the scales it takes its defaults from).
+and are checked against the run's config before it resumes; ``Logger`` (``logger.py``) keeps
+its records. ``python -m gpt1lib.harness.pretrain`` is its command line (in the harness, above
+the scales it takes its defaults from).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import time
 import warnings
@@ -45,7 +45,7 @@ from ..checkpoint import (
 from ..checks import check_pretrain_config, check_tokenizer
 from ..corpus import Corpus
 from ..optim import cosine_lr, make_optimizer, train_step
-from ..records import append_records, keep_records, make_record, provenance, read_records, run_lock
+from ..records import read_records, run_lock
 from ..runtime import (
     FLOAT32,
     Dist,
@@ -53,9 +53,9 @@ from ..runtime import (
     init_distributed,
     pick_device,
     pick_precision,
-    progress_bar,
     seed_everything,
 )
+from .logger import Logger
 
 
 @dataclass(frozen=True)
@@ -246,18 +246,71 @@ def _start(
     return state["step"], state["epoch"], state["next_batch"], since
 
 
-def _micro_losses(net, rows: torch.Tensor, micro: int, device, precision: Precision, ddp: bool):
-    """The loss of each micro-batch of ``rows``, scaled to the update's mean; under DDP the
-    gradients are synchronised only at the last one."""
+def _micro_losses(net, batch: torch.Tensor, micro: int, proc: Dist, device, precision: Precision):
+    """The loss of each micro-batch of this process's share of ``batch``, scaled to the
+    update's mean; under DDP the gradients are synchronised only at the last one."""
+    share = batch.size(0) // proc.world
+    rows = batch[proc.rank * share : (proc.rank + 1) * share]
     accum = rows.size(0) // micro
     for i in range(accum):
         xb = rows[i * micro : (i + 1) * micro]
         xb = xb.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else xb
         last = i == accum - 1
-        with contextlib.nullcontext() if last or not ddp else net.no_sync():
+        with contextlib.nullcontext() if last or proc.world == 1 else net.no_sync():
             with precision.autocast(device.type):
                 loss = net(xb[:, :-1], targets=xb[:, 1:]).loss / accum
             yield loss
+
+
+def _place(device: str | torch.device | None) -> tuple[torch.device, Dist]:
+    """The device this process trains on (its own GPU under torchrun) and its place among the
+    processes."""
+    device = pick_device(str(device) if device else None)
+    proc = init_distributed(device)
+    if proc.world > 1 and device.type == "cuda":
+        device = torch.device("cuda", proc.local_rank)
+    return device, proc
+
+
+def _prepare(model, cfg: PretrainConfig, device, precision: Precision):
+    """``model`` seeded, on ``device`` and in training mode with the device's L1 path; returns
+    its optimiser and (float16) loss scaler."""
+    seed_everything(cfg.seed)
+    model.to(device).train()
+    if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
+        model.loss_path = loss_path(cfg, device)
+    opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
+    return opt, precision.scaler(device)
+
+
+def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
+    """What the loop calls ``model`` through: DDP over the processes, compiled if asked."""
+    net = model
+    if proc.world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return torch.compile(net) if cfg.compile else net
+
+
+def _save(out_dir: Path, model, opt, tokenizer, scaler, log: Logger, where: dict, run_cfg) -> None:
+    """A resumable checkpoint at ``where`` (the update, and where the batches stand), written by
+    the main process while every process waits; it holds the loss summed since the last record,
+    which the next record goes on from, float16's loss scale and the run's ``run_cfg``."""
+    state = where | {"loss_since_log": log.since_log()}  # every process sums it, under DDP
+    if scaler is not None:  # float16's loss scale, which a resumed run goes on from
+        state["grad_scaler"] = scaler.state_dict()
+    if log.proc.main:
+        save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
+    if log.proc.world > 1:
+        dist.barrier()
+
+
+def _result(out_dir: Path, step: int, total_steps: int, log: Logger) -> PretrainResult:
+    """What a run returns, once its progress bar is closed."""
+    log.bar.close()
+    logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
+    history, wall = read_records(log.path), time.perf_counter() - log.t0
+    return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
 
 
 def pretrain(
@@ -281,12 +334,9 @@ def pretrain(
     (the schedule still runs to ``total_steps``), for a run done in parts. A run that starts
     or resumes removes what a crash left half-written in ``out_dir`` and the records logged
     after its checkpoint, so that ``records.jsonl`` holds each step once. It holds ``out_dir``
-    while it runs (``records.run_lock``), and stops at a loss that is not finite (``_Logger``).
+    while it runs (``records.run_lock``), and stops at a loss that is not finite (``Logger``).
     """
-    device = pick_device(str(device) if device else None)
-    proc = init_distributed(device)
-    if proc.world > 1 and device.type == "cuda":
-        device = torch.device("cuda", proc.local_rank)
+    device, proc = _place(device)
     out_dir = Path(out_dir)
     micro = _check_inputs(model, tokenizer, corpus, cfg, proc, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
@@ -296,154 +346,25 @@ def pretrain(
     with run_lock(out_dir) if proc.main else contextlib.nullcontext():  # one run a folder
         if proc.main:  # what a crash mid-write left
             clean_run(out_dir)
-        seed_everything(cfg.seed)
-        model.to(device).train()
-        if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
-            model.loss_path = loss_path(cfg, device)
-        opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
-        scaler = precision.scaler(device)
+        opt, scaler = _prepare(model, cfg, device, precision)
         step, epoch, index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
         first = step
-        net = model
-        if proc.world > 1:
-            ids = [device.index] if device.type == "cuda" else None
-            net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        net = torch.compile(net) if cfg.compile else net
-        log = _Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
+        net = _parallel(model, cfg, proc, device)
+        log = Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
         log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say
         data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, index)
         end = total_steps if stop_after is None else min(total_steps, step + stop_after)
         log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints, cfg.log_from))
-        share = cfg.batch_size // proc.world
         while step < end:
             epoch, index, x = next(data)
             lr = learning_rate(step, cfg, total_steps)
-            rows = x[proc.rank * share : (proc.rank + 1) * share]
-            losses = _micro_losses(net, rows, micro, device, precision, proc.world > 1)
+            losses = _micro_losses(net, x, micro, proc, device, precision)
             loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=step == first)
             step += 1
             log.after_step(step, end, loss, lr, validate)
             if proc.main and step in log_steps:
                 tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
             if step % cfg.ckpt_interval == 0 or step == end:
-                state = {"step": step, "epoch": epoch, "next_batch": index + 1}
-                state["loss_since_log"] = log.since_log()  # the next record's share from before
-                if scaler is not None:  # float16's loss scale, which a resumed run goes on from
-                    state["grad_scaler"] = scaler.state_dict()
-                if proc.main:
-                    save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
-                if proc.world > 1:
-                    dist.barrier()
-        log.bar.close()
-        logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
-        history, wall = read_records(log.path), time.perf_counter() - log.t0
-        return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
-
-
-class _Logger:
-    """A run's progress bar and records, appended to ``records.jsonl``: training loss,
-    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``.
-
-    A training-loss record averages the updates since the one before, which may straddle a
-    resume (a checkpoint every 12 updates, a record every 5): ``since`` is the checkpoint's
-    sum of the losses before it and the update the sum started after (``since_log``), so
-    that the record after a resume averages the same updates as an uninterrupted run's (it
-    averaged only those after the resume). Without it (a new run, or a checkpoint from
-    before it was kept) the sum starts at the resume, as it used to.
-
-    A training loss that is not finite stops the run at its update (a ``FloatingPointError``
-    naming its last good checkpoint), before a checkpoint keeps it. After the warm-up, a
-    validation loss at or above the entropy of the training tokens' unigram distribution (a
-    collapse) is recorded (metric "collapse", the entropy in its config) and said; the run goes
-    on."""
-
-    def __init__(
-        self, out_dir: Path, cfg, run_cfg, step, proc: Dist, device, scale, progress, corpus, since
-    ):
-        self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
-        if proc.main:  # what was logged after the checkpoint is logged again from it
-            keep_records(self.path, lambda r: r.get("step") is not None and r["step"] <= step)
-        self.total_steps = run_cfg["pretrain"]["total_steps"]
-        self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
-        self.base = {
-            "experiment": cfg.experiment,
-            "scale": scale,
-            "seed": cfg.seed,
-            "task": "lm",
-            "data": corpus.train_source,
-            "config": run_cfg | {"total_steps": self.total_steps},
-            **provenance(device),
-        }
-        self.t0 = self.last_t = time.perf_counter()
-        self.timed_from = step  # the update last_t was taken at: throughput counts this process's
-        since = since or {"step": step, "sum": 0.0}
-        self.last_step = since["step"]  # the update the loss sum started after
-        self.loss_sum = torch.tensor(float(since["sum"]), device=device)
-        self.val_loss: float | None = None
-        self.entropy = corpus.train.unigram_entropy()  # nats: what a collapsed model scores
-        self.said = False
-        on = progress and proc.main
-        self.bar = progress_bar(
-            total=self.total_steps, initial=step, desc=cfg.experiment, unit="update", enabled=on
-        )
-
-    def record(self, metric: str, value: float, step: int, **fields) -> dict:
-        wall = time.perf_counter() - self.t0
-        return make_record(metric, value, step=step, wall_time=wall, **(self.base | fields))
-
-    def since_log(self) -> dict:
-        """What a checkpoint keeps for the next training-loss record: the loss summed since the
-        last record (the whole batch's under DDP) and the update the sum started after."""
-        return {"step": self.last_step, "sum": self._loss_sum()}
-
-    def _loss_sum(self) -> float:
-        total = self.loss_sum.clone()
-        if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
-            dist.all_reduce(total)
-            total /= self.proc.world
-        return total.item()
-
-    def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
-        """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
-        cfg, recs = self.cfg, []
-        if not torch.isfinite(loss):  # waits for the device once an update
-            raise FloatingPointError(
-                f"update {step}: the training loss is {loss.item()} at learning rate {lr:.2e}: "
-                f"stopped. Last good checkpoint: {latest_checkpoint(self.path.parent)} (None: none"
-                " yet); resume from it (resume=True, --resume); should it diverge there again, "
-                "start anew with a lower max_lr or a longer warm-up"
-            )
-        self.loss_sum += loss
-        self.bar.update(1)
-        if step % cfg.log_interval == 0 or step == end:
-            now = time.perf_counter()
-            train_loss = self._loss_sum() / (step - self.last_step)
-            tok_s = (step - self.timed_from) * self.tokens_per_step / (now - self.last_t)
-            self.last_t, self.timed_from = now, step
-            if step % cfg.log_interval == 0:  # else a stop part-way (stop_after): the sum goes
-                self.loss_sum.zero_()  # on in its checkpoint, as in a run that did not stop
-                self.last_step = step
-            self.bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
-            recs += [
-                self.record("train_loss", train_loss, step, split="train"),
-                self.record("tokens_per_s", tok_s, step),
-                self.record("lr", lr, step),
-            ]
-        if step % cfg.eval_interval == 0 or step == self.total_steps:
-            self.val_loss = validate()
-            recs += [
-                self.record("val_loss", self.val_loss, step, split="valid"),
-                self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),
-            ]
-            if step > cfg.warmup_steps and self.val_loss >= self.entropy:  # a collapse
-                c = self.base["config"] | {"unigram_entropy": self.entropy}
-                recs.append(self.record("collapse", self.val_loss, step, split="valid", config=c))
-                if self.proc.main and not self.said:  # said once, recorded at each validation
-                    self.said = True
-                    getattr(self.bar, "write", print)(
-                        f"update {step}: a collapse: validation loss {self.val_loss:.3f} nats >= "
-                        f"{self.entropy:.3f}, the entropy of the training tokens' unigram "
-                        "distribution (no better than their frequencies); recorded, the run goes on"
-                    )
-        if self.proc.main and recs:
-            append_records(self.path, recs)
+                where = {"step": step, "epoch": epoch, "next_batch": index + 1}
+                _save(out_dir, model, opt, tokenizer, scaler, log, where, run_cfg)
+        return _result(out_dir, step, total_steps, log)

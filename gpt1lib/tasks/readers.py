@@ -1,108 +1,19 @@
-"""Reading a task's data: finding a split's file in a folder in the data set's official layout,
-the file readers (TSV, CSV, JSON/JSONL(.gz), RACE, Story Cloze, DPRD), and the hub reader."""
+"""Reading a task's data: the file readers (TSV, CSV, JSON/JSONL(.gz), RACE, Story Cloze, DPRD)
+of the file ``layout.find`` finds, and the hub reader."""
 
 from __future__ import annotations
 
 import csv
 import gzip
 import json
-import re
 from collections.abc import Iterable, Iterator
-from fnmatch import fnmatch
 from itertools import groupby
 from pathlib import Path
 
-from .registry import FIXTURES, Example, TaskDataUnavailableError, TaskSpec
+from .layout import RACE_LEVELS, find, layout_hint
+from .registry import Example, TaskDataUnavailableError, TaskSpec
 
 Row = dict[str, object]
-_LEVELS = ("middle", "high")  # RACE's school levels
-
-
-# Where each split lives in each official layout.
-def _subset_size(path: Path) -> int:
-    """The row count a ``train_subset_<n>[k]...`` file states in its name (0 if none)."""
-    m = re.search(r"subset_(\d+)(k?)", path.name)
-    return int(m.group(1)) * (1000 if m.group(2) else 1) if m else 0
-
-
-def _match(spec: TaskSpec, split: str, folder: Path) -> Path | None:
-    """The first of the split's file patterns found in ``folder``: a file name, a folder name
-    ending in "/", or a glob, whose largest match wins by the count in its name (train_subset_*;
-    ties: the last name in sort order)."""
-    for pattern in dict(spec.files)[split]:
-        path = folder / pattern
-        if "*" in pattern:
-            globbed = [p for p in folder.glob(pattern) if p.is_file()]
-            path = max(globbed, key=lambda p: (_subset_size(p), p.name), default=None)
-        if path and (path.is_dir() if pattern.endswith("/") else path.is_file()):
-            return path
-    return None
-
-
-def _story_cloze_file(spec: TaskSpec, split: str, folder: Path) -> Path | None:
-    """The Spring 2016 val (train) or test CSV in ``folder``; an error if it is ambiguous."""
-    csvs = sorted(folder.glob("*.csv"))
-    if split == "train":
-        found = [p for p in csvs if "val" in p.name.lower()]
-    else:
-        found = [p for p in csvs if "test" in p.name.lower() and "val" not in p.name.lower()]
-    if len(found) > 1:  # e.g. the 2016 and 2018 releases side by side: keep the paper's 2016
-        found = [p for p in found if "2016" in p.name] or found
-    if len(found) > 1:
-        raise ValueError(
-            f"{folder} holds several Story Cloze {split} files {[p.name for p in found]}; keep "
-            "the Spring 2016 one or pass its path as the source"
-        )
-    return found[0] if found else None
-
-
-def _layout_hint(spec: TaskSpec, split: str) -> str:
-    where = f"in the folder given or in its sub-folder {' / '.join(f for f in spec.folders if f)}"
-    return f"{spec.title} {split} needs one of {list(dict(spec.files)[split])} {where}"
-
-
-_SPLIT_WORDS = {"train": {"train"}, "dev": {"dev", "val", "valid", "validation"}, "test": {"test"}}
-
-
-def file_split(spec: TaskSpec, path: Path) -> str | None:
-    """The split a file (or RACE split folder) is by its name: the one split whose file names
-    in the official layout match it, else the one split word in it; None if it says none (or
-    several)."""
-    name = path.name.lower()
-    if spec.reader == "story_cloze":  # the 2016 files: "...val..." (train), "...test..." (test)
-        said = {"train"} if "val" in name else {"test"} if "test" in name else set()
-    else:
-        said = {s for s, pats in spec.files for p in pats if fnmatch(name, p.rstrip("/").lower())}
-    if not said:
-        words = set(re.split(r"[^a-z]+", name))
-        said = {s for s, w in _SPLIT_WORDS.items() if words & w and s in spec.splits}
-    return said.pop() if len(said) == 1 else None
-
-
-def find(spec: TaskSpec, split: str, source: str | Path) -> Path:
-    """The file (or RACE folder) holding ``split`` of ``spec`` in ``source``: ``"fixture"``, a
-    folder in the data set's official layout, or the one file to read, which serves only the
-    split its name says (any split, if its name says none)."""
-    root = FIXTURES if source == "fixture" else Path(source)
-    if not root.exists():
-        raise FileNotFoundError(f"{root} does not exist. {_layout_hint(spec, split)}")
-    if root.is_file() or (spec.reader == "race" and any((root / lv).is_dir() for lv in _LEVELS)):
-        said = file_split(spec, root)
-        if said not in (None, split):
-            raise ValueError(
-                f"{root} is {spec.title}'s {said} split by its name, so it cannot serve as its "
-                f"{split} split (one file never serves two splits): pass the folder that holds "
-                f"the {split} file, or that file"
-            )
-        return root  # the file itself, or a RACE split folder itself
-    pick = _story_cloze_file if spec.reader == "story_cloze" else _match
-    for folder in (root / sub for sub in spec.folders if (root / sub).is_dir()):
-        if found := pick(spec, split, folder):
-            return found
-    hint = f" {spec.manual}" if spec.manual else ""
-    raise FileNotFoundError(
-        f"no {spec.title} {split} file under {root}. {_layout_hint(spec, split)}.{hint}"
-    )
 
 
 # Rows out of files, as (where, row), ``where`` naming the file and the line or row.
@@ -266,7 +177,7 @@ def _file_order(path: Path) -> tuple[int, str]:
 def _race_level(where: str, passage: Row) -> str:
     """The school level a RACE passage id starts with (the jsonl and one-file layouts)."""
     pid = str(passage.get("id", ""))
-    for level in _LEVELS:
+    for level in RACE_LEVELS:
         if pid.startswith(level):
             return level
     raise ValueError(
@@ -280,7 +191,7 @@ def _read_race(spec: TaskSpec, split: str, path: Path) -> list[Example]:
     a split folder (the level its sub-folder), a jsonl(.gz) or one passage file (the level the
     passage id's start)."""
     if path.is_dir():
-        levels = [lv for lv in _LEVELS if (path / lv).is_dir()]
+        levels = [lv for lv in RACE_LEVELS if (path / lv).is_dir()]
         if not levels:
             raise FileNotFoundError(
                 f"{path} has neither middle/ nor high/: the official RACE layout is "
@@ -395,7 +306,7 @@ def read_hub(spec: TaskSpec, split: str) -> list[Example]:
             f"could not load {hub.repo!r} (config {hub.config!r}, split {hub_split!r}) from the "
             f"Hugging Face hub ({type(e).__name__}: {e}). Download the data where the hub is "
             f"reachable, or get the official release, and pass its folder: load_examples("
-            f"{spec.name!r}, {split!r}, source='/path/to/folder'). {_layout_hint(spec, split)}"
+            f"{spec.name!r}, {split!r}, source='/path/to/folder'). {layout_hint(spec, split)}"
         ) from e
     out = []
     for i, row in enumerate(rows):

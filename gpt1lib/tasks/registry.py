@@ -296,7 +296,7 @@ TASKS: dict[str, TaskSpec] = {
             "cloze_test_ALL_test.csv'), and pass the folder: "
             "load_examples('story_cloze', 'test', source='/path/to/folder').",
             paper_table="3", splits=("train", "test"), folders=("", "story_cloze", "storycloze"),
-            # readers.find takes the one *.csv whose name says val / test (2016 if several)
+            # layout.find takes the one *.csv whose name says val / test (2016 if several)
             files=(("train", ("*val*.csv",)), ("test", ("*test*.csv",))), reader="story_cloze",
             truncation="halves",
         ),

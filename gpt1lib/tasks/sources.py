@@ -9,8 +9,8 @@ them (None: it holds text, which the run tokenises). Two kinds:
 
 * ``Files``: "fixture" (the small files written for this project, under the package),
   "hub" (each task's hub copy, through ``datasets``), or a folder (or one file) in the data
-  sets' official layouts (``readers``);
-* ``Bundle`` (``bundle_source``): a folder with a ``manifest.json``, which ``python -m
+  sets' official layouts (``layout`` finds a split's file, ``readers`` reads it);
+* ``Bundle`` (``bundle``): a folder with a ``manifest.json``, which ``python -m
   gpt1lib.harness.bundle`` builds for a machine without a network: the examples of the draws
   it holds, exactly those a ``Files`` source gives for them; the corpus as token ids, and the
   tokenizer that made them.
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bundle_source import MANIFEST, Bundle
-from .readers import find, read
+from .bundle import MANIFEST, Bundle
+from .layout import find
+from .readers import read
 from .registry import FIXTURES, Example, TaskSpec, subsample
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tasks.registry import Example, TaskSpec, subsample
+from .registry import Example, TaskSpec, subsample
 
 MANIFEST = "manifest.json"
 FORMAT = "gpt1lib-bundle/1"

@@ -1,5 +1,6 @@
-"""``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): pre-training from
-the command line, every default a scale's (``--scale small --help`` lists small's).
+"""``python -m gpt1lib.harness.pretrain`` (or ``torchrun ... -m gpt1lib.harness.pretrain``):
+pre-training from the command line, every default a scale's (``--scale small --help`` lists
+small's).
 
 It runs the chapter's experiment (``experiments.pretraining``) in ``--out`` and ends with a
 summary: its validation perplexity, its newest checkpoint, and the exact command that resumes
@@ -25,10 +26,10 @@ from ..checks import dropout, positive_int
 from ..corpus import load_documents
 from ..experiments import check_resume, pretraining
 from ..files import read_json, write_json
-from ..runtime import init_distributed, pick_device
+from ..pretrain import PretrainResult
+from ..runtime import Dist, init_distributed, pick_device
 from ..scales import SCALES
 from ..tokenizer import GPT1Tokenizer
-from . import PretrainResult
 
 
 def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
@@ -36,7 +37,7 @@ def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
     small's)."""
     S, P = SCALES[scale], SCALES[scale].pretrain
     p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.pretrain",
+        prog="python -m gpt1lib.harness.pretrain",
         description="Pre-train GPT-1 on a corpus (L1, §3.1) with a scale's recipe, on one GPU, "
         "a CPU, or many GPUs under torchrun; or resume such a run.",
         epilog=f"The defaults shown are the {scale} scale's (gpt1lib/scales.py); "
@@ -106,10 +107,11 @@ def _restart(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> PretrainResult:
-    """``python -m gpt1lib.pretrain`` (or ``torchrun ... -m gpt1lib.pretrain``): the scale gives
-    every default; ends with a summary (validation perplexity, checkpoint, how to resume).
-    ``--out`` keeps the options in ``run.json``, written before any data is loaded, so that
-    ``--resume`` starts a run stopped before its first checkpoint afresh (``_restart``)."""
+    """``python -m gpt1lib.harness.pretrain`` (or ``torchrun ... -m gpt1lib.harness.pretrain``):
+    the scale gives every default; ends with a summary (validation perplexity, checkpoint, how
+    to resume). ``--out`` keeps the options in ``run.json``, written before any data is loaded,
+    so that ``--resume`` starts a run stopped before its first checkpoint afresh
+    (``_restart``)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p = _parser(pre.parse_known_args(argv)[0].scale)
@@ -124,34 +126,10 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     names = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
     drop = {} if args.dropout is None else dict.fromkeys(names, args.dropout)
     proc = init_distributed(pick_device(args.device))
-    ckpt = latest_checkpoint(args.out) if args.resume else None
-    if args.resume and ckpt is None:
-        said = _restart(p, args)
-        if proc.main:
-            print(said)
-    if ckpt is not None:  # before any data is loaded
-        fix = (
-            "resume with the --scale and options the run was started with, or start the "
-            f"{args.scale} run in a new --out"
-        )
-        try:
-            asked = f"--scale {args.scale} and these options"
-            check_resume(ckpt, S, cfg, "gpt", asked, fix, **drop)
-        except CheckpointError as e:
-            p.error(f"--resume: {e}")
+    ckpt = _resumed(p, args, cfg, drop, proc)  # before any data is loaded
     if proc.main:
         write_json(Path(args.out) / RUN_JSON, _run_options(args))
-    spec = str(ckpt) if ckpt is not None else args.tokenizer
-    if spec.startswith("train:"):
-        # BPE training breaks ties in an order that can change between runs: learn the merges
-        # once, in the main process, and have every process read that tokenizer.
-        saved = Path(args.out) / "tokenizer"
-        if proc.main and not (saved / "tokenizer.json").is_file():
-            texts = load_documents(corpus, "train", limit=limit).texts
-            GPT1Tokenizer.from_spec(spec, texts).save(saved)
-        if proc.world > 1:
-            dist.barrier()
-        spec = str(saved)
+    spec = _tokenizer(str(ckpt) if ckpt is not None else args.tokenizer, args, proc)
     run = pretraining(
         S,
         corpus,
@@ -169,12 +147,52 @@ def main(argv: list[str] | None = None) -> PretrainResult:
     return result
 
 
+def _resumed(p: argparse.ArgumentParser, args, cfg, drop: dict, proc: Dist) -> Path | None:
+    """With ``--resume``, the checkpoint in ``--out`` that the run goes on from, checked against
+    the scale and options asked for (an error naming what differs), or None where the run
+    starts afresh (``_restart``); None without ``--resume``."""
+    if not args.resume:
+        return None
+    ckpt = latest_checkpoint(args.out)
+    if ckpt is None:
+        said = _restart(p, args)
+        if proc.main:
+            print(said)
+        return None
+    fix = (
+        "resume with the --scale and options the run was started with, or start the "
+        f"{args.scale} run in a new --out"
+    )
+    try:
+        asked = f"--scale {args.scale} and these options"
+        check_resume(ckpt, SCALES[args.scale], cfg, "gpt", asked, fix, **drop)
+    except CheckpointError as e:
+        p.error(f"--resume: {e}")
+    return ckpt
+
+
+def _tokenizer(spec: str, args, proc: Dist) -> str:
+    """The tokenizer the run loads: ``spec``, or for ``train:N`` the folder in ``--out`` that
+    the main process saves the learned one in (once: a resumed run reads it again)."""
+    if not spec.startswith("train:"):
+        return spec
+    # BPE training breaks ties in an order that can change between runs: learn the merges
+    # once, in the main process, and have every process read that tokenizer.
+    saved = Path(args.out) / "tokenizer"
+    if proc.main and not (saved / "tokenizer.json").is_file():
+        texts = load_documents(args.corpus, "train", limit=args.corpus_limit).texts
+        GPT1Tokenizer.from_spec(spec, texts).save(saved)
+    if proc.world > 1:
+        dist.barrier()
+    return str(saved)
+
+
 def summary(result: PretrainResult, argv: list[str]) -> str:
     """The lines a command-line run ends with: how far it got, its validation perplexity, its
     newest checkpoint, and the command that continues it."""
     ckpt = latest_checkpoint(result.out_dir)
     ppl = f"{math.exp(result.val_loss):,.2f}" if result.val_loss is not None else "not yet measured"
-    again = shlex.join(["python", "-m", "gpt1lib.pretrain", *argv])
+    again = shlex.join(["python", "-m", "gpt1lib.harness.pretrain", *argv])
     again += "" if "--resume" in argv else " --resume"
     done = result.step >= result.total_steps
     lines = [

@@ -1,0 +1,127 @@
+"""A pre-training run's records and progress bar (``pretrain``'s ``Logger``): the training
+loss, throughput and learning rate every ``log_interval`` updates, the validation loss every
+``eval_interval``, appended to the run's ``records.jsonl`` (``records.py``) by the main process;
+a loss that is not finite stops the run, a collapse is recorded and said.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..checkpoint import latest_checkpoint
+from ..records import append_records, keep_records, make_record, provenance
+from ..runtime import Dist, progress_bar
+
+
+class Logger:
+    """A run's progress bar and records, appended to ``records.jsonl``: training loss,
+    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``.
+
+    A training-loss record averages the updates since the one before, which may straddle a
+    resume (a checkpoint every 12 updates, a record every 5): ``since`` is the checkpoint's
+    sum of the losses before it and the update the sum started after (``since_log``), so
+    that the record after a resume averages the same updates as an uninterrupted run's (it
+    averaged only those after the resume). Without it (a new run, or a checkpoint from
+    before it was kept) the sum starts at the resume, as it used to.
+
+    A training loss that is not finite stops the run at its update (a ``FloatingPointError``
+    naming its last good checkpoint), before a checkpoint keeps it. After the warm-up, a
+    validation loss at or above the entropy of the training tokens' unigram distribution (a
+    collapse) is recorded (metric "collapse", the entropy in its config) and said; the run goes
+    on."""
+
+    def __init__(
+        self, out_dir: Path, cfg, run_cfg, step, proc: Dist, device, scale, progress, corpus, since
+    ):
+        self.path, self.cfg, self.proc = out_dir / "records.jsonl", cfg, proc
+        if proc.main:  # what was logged after the checkpoint is logged again from it
+            keep_records(self.path, lambda r: r.get("step") is not None and r["step"] <= step)
+        self.total_steps = run_cfg["pretrain"]["total_steps"]
+        self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
+        self.base = {
+            "experiment": cfg.experiment,
+            "scale": scale,
+            "seed": cfg.seed,
+            "task": "lm",
+            "data": corpus.train_source,
+            "config": run_cfg | {"total_steps": self.total_steps},
+            **provenance(device),
+        }
+        self.t0 = self.last_t = time.perf_counter()
+        self.timed_from = step  # the update last_t was taken at: throughput counts this process's
+        since = since or {"step": step, "sum": 0.0}
+        self.last_step = since["step"]  # the update the loss sum started after
+        self.loss_sum = torch.tensor(float(since["sum"]), device=device)
+        self.val_loss: float | None = None
+        self.entropy = corpus.train.unigram_entropy()  # nats: what a collapsed model scores
+        self.said = False
+        on = progress and proc.main
+        self.bar = progress_bar(
+            total=self.total_steps, initial=step, desc=cfg.experiment, unit="update", enabled=on
+        )
+
+    def record(self, metric: str, value: float, step: int, **fields) -> dict:
+        wall = time.perf_counter() - self.t0
+        return make_record(metric, value, step=step, wall_time=wall, **(self.base | fields))
+
+    def since_log(self) -> dict:
+        """What a checkpoint keeps for the next training-loss record: the loss summed since the
+        last record (the whole batch's under DDP) and the update the sum started after."""
+        return {"step": self.last_step, "sum": self._loss_sum()}
+
+    def _loss_sum(self) -> float:
+        total = self.loss_sum.clone()
+        if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
+            dist.all_reduce(total)
+            total /= self.proc.world
+        return total.item()
+
+    def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
+        """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
+        cfg, recs = self.cfg, []
+        if not torch.isfinite(loss):  # waits for the device once an update
+            raise FloatingPointError(
+                f"update {step}: the training loss is {loss.item()} at learning rate {lr:.2e}: "
+                f"stopped. Last good checkpoint: {latest_checkpoint(self.path.parent)} (None: none"
+                " yet); resume from it (resume=True, --resume); should it diverge there again, "
+                "start anew with a lower max_lr or a longer warm-up"
+            )
+        self.loss_sum += loss
+        self.bar.update(1)
+        if step % cfg.log_interval == 0 or step == end:
+            now = time.perf_counter()
+            train_loss = self._loss_sum() / (step - self.last_step)
+            tok_s = (step - self.timed_from) * self.tokens_per_step / (now - self.last_t)
+            self.last_t, self.timed_from = now, step
+            if step % cfg.log_interval == 0:  # else a stop part-way (stop_after): the sum goes
+                self.loss_sum.zero_()  # on in its checkpoint, as in a run that did not stop
+                self.last_step = step
+            self.bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
+            recs += [
+                self.record("train_loss", train_loss, step, split="train"),
+                self.record("tokens_per_s", tok_s, step),
+                self.record("lr", lr, step),
+            ]
+        if step % cfg.eval_interval == 0 or step == self.total_steps:
+            self.val_loss = validate()
+            recs += [
+                self.record("val_loss", self.val_loss, step, split="valid"),
+                self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),
+            ]
+            if step > cfg.warmup_steps and self.val_loss >= self.entropy:  # a collapse
+                c = self.base["config"] | {"unigram_entropy": self.entropy}
+                recs.append(self.record("collapse", self.val_loss, step, split="valid", config=c))
+                if self.proc.main and not self.said:  # said once, recorded at each validation
+                    self.said = True
+                    getattr(self.bar, "write", print)(
+                        f"update {step}: a collapse: validation loss {self.val_loss:.3f} nats >= "
+                        f"{self.entropy:.3f}, the entropy of the training tokens' unigram "
+                        "distribution (no better than their frequencies); recorded, the run goes on"
+                    )
+        if self.proc.main and recs:
+            append_records(self.path, recs)
