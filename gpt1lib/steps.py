@@ -17,8 +17,9 @@ The first update of each shape runs eagerly and is a real update (as in PyTorch'
 whole-network example, which warms up on real batches): it creates the optimiser's state and
 the kernels' workspaces, which a capture must not allocate. The second captures the graph and
 replays it; so do all later ones. Graphs share one memory pool: each replay's outputs are read
-before the next replay. Eager, as before: a shape whose capture fails (said once, and kept in
-``failed`` for the records), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so a
+before the next replay. Eager, as before: a shape whose capture fails (said, and kept in
+``failed`` for the records; where the failure left PyTorch's CUDA random generator unusable,
+an error instead), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so a
 graph saves little there and would hold their activations beside the eager cache), and
 whatever the caller keeps out (micro-batches after an out-of-memory, float16 with its loss
 scaling, ``compile=True``, the LSTM).
@@ -35,6 +36,8 @@ from .transforms import Batch
 
 #: The largest batch, in tokens, replayed as a graph: 32 sequences of 512.
 MAX_TOKENS = 32 * 512
+#: A shape met once: its next update is captured.
+CAPTURE_NEXT = "capture next"
 
 #: How a shape is captured: ``capture(fn, pool) -> (replay, pool)``, ``fn`` the update returning
 #: its losses, ``replay()`` running it again on the shape's buffers and returning them.
@@ -117,16 +120,17 @@ class GraphedSteps:
         self.model, self.opt, self.losses, self.grad_clip = model, opt, losses, grad_clip
         self.capture, self.pool = capture or cuda_graph, None
         self.device = next(model.parameters()).device
-        self.graphs: dict[tuple, tuple | None] = {}  # shape -> (replay, buffers)
+        # shape -> (replay, buffers); CAPTURE_NEXT; or None: eager
+        self.graphs: dict[tuple, tuple | str | None] = {}
         self.failed: list[str] = []
         self.replays = 0
 
     def step(self, batch: Batch, lr: float) -> torch.Tensor | None:
         key = (*batch.ids.shape, batch.labels.dtype, batch.n_seq)
         if key not in self.graphs:  # the first of its shape: eager, and capture the next
-            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else ()
+            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
             return None
-        if self.graphs[key] == ():
+        if self.graphs[key] == CAPTURE_NEXT:
             self.graphs[key] = self._captured(batch, key)
         if not self.graphs[key]:
             return None
