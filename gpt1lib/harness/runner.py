@@ -29,7 +29,7 @@ from ..scales import SCALES
 from ..tasks import open_source
 from . import recipe
 
-ORIGIN = "this run's own pre-training (the plan's pretrain:gpt part)"
+ORIGIN = "this run's own pre-training (the recipe's pretrain:gpt unit)"
 
 
 class Run:
