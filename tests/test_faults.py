@@ -370,6 +370,41 @@ def zero_shot_out_of_gpu_memory(c):
     return f"the same log-probabilities: {np.allclose(plain, halved, atol=1e-5)}"
 
 
+# ---------------------------------------------------------------- CUDA graphs (issue 33)
+# On the CPU: the capture replaced by one that fails, as a real one did on an H100 (a27161b)
+
+
+def _refused(fn, pool):
+    raise RuntimeError("operation failed due to a previous error during capture")
+
+
+GRAPHED = {  # graphs on, lengths in multiples of 16 (shapes met again), every capture failing
+    "gpt1lib.finetune.graphs_pay": lambda *a: True,
+    "gpt1lib.finetune.pad_multiple": lambda device, asked=None: 16,
+    "gpt1lib.steps.cuda_graph": _refused,
+}
+
+
+@fault(match=r"^failed captures [1-9]\d*, replays 0, the same losses: True$")
+def graph_capture_fails(c):
+    plain = _finetune(
+        c, **{"gpt1lib.finetune.pad_multiple": GRAPHED["gpt1lib.finetune.pad_multiple"]}
+    )
+    eager = _finetune(c, **GRAPHED)
+    said = {r["metric"]: r["value"] for r in eager.records if r["split"] == "train_loss"}
+    same = [r["value"] for r in plain.records if r["metric"] in ("loss", "accuracy")]
+    again = [r["value"] for r in eager.records if r["metric"] in ("loss", "accuracy")]
+    return (
+        f"failed captures {int(said['graph_failures'])}, replays {int(said['graphed_updates'])}, "
+        f"the same losses: {np.allclose(same, again, rtol=1e-5)}"
+    )
+
+
+@fault(RuntimeError, match=r"CUDA graph capture failed .* FinetuneConfig\(graphs=False\)")
+def graph_capture_breaks_the_random_generator(c):
+    _finetune(c, **GRAPHED, **{"gpt1lib.steps.random_ok": lambda device: False})
+
+
 @pytest.mark.parametrize("case", params(FAULTS))
 def test_fault(case, c):
     run_case(case, c)

@@ -3,7 +3,8 @@
 On the CPU the graph is ``eager_stand_in`` (each replay runs the captured update again on the
 shape's buffers), so these tests hold the bookkeeping around a graph to the plain loop: buffers,
 the rate as a tensor, gradients written rather than added, which update of a shape is eager.
-A real CUDA graph is held to eager fine-tuning in ``tests/test_speed_paths.py`` (on a GPU).
+A real CUDA graph is held to eager fine-tuning below (on a GPU); a capture that fails is a
+fault of ``tests/test_faults.py``.
 """
 
 import numpy as np
@@ -64,31 +65,6 @@ def test_a_cuda_graph_trains_as_eager_updates(monkeypatch):
     records = {r["metric"]: r["value"] for r in graphed.records if r["split"] == "train_loss"}
     assert records["graphed_updates"] >= 12 and "graph_failures" not in records
     np.testing.assert_allclose(_values(graphed, "train_loss"), _values(plain, "train_loss"), 2e-2)
-
-
-def test_a_shape_whose_capture_fails_stays_eager(monkeypatch, capsys):
-    def refuse(fn, pool):
-        raise RuntimeError("operation not permitted when stream is capturing")
-
-    plain = _fine_tune(monkeypatch, graphed=False)
-    failed = _fine_tune(monkeypatch, graphed=True, capture=refuse)
-    records = {r["metric"]: r["value"] for r in failed.records if r["split"] == "train_loss"}
-    assert records["graphed_updates"] == 0 and records["graph_failures"] >= 1
-    assert "CUDA graph capture failed" in capsys.readouterr().out
-    np.testing.assert_allclose(_values(failed, "dev"), _values(plain, "dev"), rtol=1e-5)
-
-
-def test_a_capture_that_breaks_the_random_generator_is_an_error(monkeypatch):
-    """A capture that fails halfway can leave PyTorch's CUDA generator unusable (it did on an
-    H100): eager updates would then fail at their first dropout mask with an unrelated error.
-    Where the generator no longer draws, the run stops, naming the setting that avoids it."""
-
-    def refuse(fn, pool):
-        raise RuntimeError("operation failed due to a previous error during capture")
-
-    monkeypatch.setattr("gpt1lib.steps.random_ok", lambda device: False)
-    with pytest.raises(RuntimeError, match=r"graphs=False"):
-        _fine_tune(monkeypatch, graphed=True, capture=refuse)
 
 
 def _batch(n: int, T: int) -> Batch:
