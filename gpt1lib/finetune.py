@@ -188,7 +188,7 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
         bar.set_postfix(loss=f"{losses['loss']:.3f}")
         last = epoch == cfg.epochs
         got = {
-            split: evaluate(model, spec, items, cfg.eval_batch_size, precision)
+            split: evaluate(model, spec, items, cfg.eval_batch_size, precision, graphs)
             for split, items in scored.items()
             if cfg.score_every_epoch or last
         }
@@ -373,8 +373,9 @@ class _RunLog:
         for name, examples in self.data.beside.items():
             other = get_task(name)
             items = encode_all(examples, other, tok, n_ctx)
+            graphs = steps.graphs is not None
             metrics, preds, labels = evaluate(
-                self.model, other, items, cfg.eval_batch_size, precision
+                self.model, other, items, cfg.eval_batch_size, precision, graphs
             )
             fields = {
                 **self.records[0],

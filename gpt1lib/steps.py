@@ -1,4 +1,4 @@
-"""Fine-tuning updates that keep a GPU busy: the whole update replayed as one CUDA graph.
+"""Fine-tuning updates and scoring that keep a GPU busy: each replayed as one CUDA graph.
 
 A fine-tuning step of 32 short sequences is launch-bound on a GPU: about 650 kernels, each
 launched from Python, took ~25 ms a step on an H100 while the GPU computed for ~10 of them
@@ -23,6 +23,11 @@ an error instead), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so
 graph saves little there and would hold their activations beside the eager cache), and
 whatever the caller keeps out (micro-batches after an out-of-memory, float16 with its loss
 scaling, ``compile=True``, the LSTM).
+
+Scoring is launch-bound the same way (a batch of 64 short examples, forward only):
+``GraphedForward`` replays its forward pass per batch shape, with the same first-eager,
+second-captured rule; ``scoring.predict`` pads a short batch with copies of its first example
+up to a power of two (their scores dropped), so that shapes repeat.
 """
 
 from __future__ import annotations
@@ -84,6 +89,17 @@ def random_ok(device: torch.device) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _failed(device: torch.device, reason: str, e: Exception) -> None:
+    """Say a failed capture; an error where it left the random generator unusable."""
+    if not random_ok(device):
+        raise RuntimeError(
+            f"CUDA graph capture failed ({reason}) and left PyTorch's CUDA random generator "
+            "unusable in this process (its next dropout mask fails): run again with "
+            "FinetuneConfig(graphs=False), and report the reason"
+        ) from e
+    print(f"CUDA graph capture failed, eager for this shape ({reason})")
 
 
 def eager_stand_in(fn: Callable[[], torch.Tensor], pool):
@@ -167,14 +183,41 @@ class GraphedSteps:
         except RuntimeError as e:  # out of memory too: this shape stays eager, if it can
             self.opt.zero_grad(set_to_none=True)
             reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
-            if not random_ok(self.device):
-                raise RuntimeError(
-                    f"CUDA graph capture failed ({reason}) and left PyTorch's CUDA random "
-                    "generator unusable in this process (its next dropout mask fails): run "
-                    "again with FinetuneConfig(graphs=False), and report the reason"
-                ) from e
+            _failed(self.device, reason, e)
             self.failed.append(reason)
-            print(f"CUDA graph capture failed, eager updates for this shape ({reason})")
             return None
         self.opt.zero_grad(set_to_none=True)
         return replay, buffers
+
+
+class GraphedForward:
+    """``forward(batch)`` (scores on the device, no gradients) replayed per batch shape: the
+    first of a shape eager, the second captured, the later ones replayed; the scores of a
+    replay are read before the next (``__call__`` returns them on the CPU)."""
+
+    def __init__(self, forward: Callable[[Batch], torch.Tensor], device, capture=None) -> None:
+        self.forward, self.device, self.capture = forward, device, capture or cuda_graph
+        self.graphs: dict[tuple, tuple | str | None] = {}
+        self.pool, self.replays = None, 0
+
+    def __call__(self, batch: Batch) -> torch.Tensor:
+        key = (*batch.ids.shape, batch.n_seq)
+        state = self.graphs.get(key, "new")
+        if state == "new" or state is None:  # the first of its shape, or one left eager
+            if state == "new":
+                self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
+            return self.forward(batch.to(self.device)).cpu()
+        if state == CAPTURE_NEXT:
+            buffers = batch.to(self.device)
+            try:
+                replay, self.pool = self.capture(lambda: self.forward(buffers), self.pool)
+            except RuntimeError as e:
+                _failed(self.device, f"scoring batch {tuple(key[:2])}: {e}".splitlines()[0], e)
+                self.graphs[key] = None
+                return self.forward(buffers).cpu()
+            self.graphs[key] = state = (replay, buffers)
+        replay, buffers = state
+        for name in ("ids", "extract", "mask"):
+            getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
+        self.replays += 1
+        return replay().cpu()
