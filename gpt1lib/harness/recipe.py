@@ -17,33 +17,31 @@ from ..scales import FAMILY_TASKS
 from ..scoring import encode_all
 from ..selection import HELD_OUT
 from ..selection import RATES as SEARCHED
+from ..steps import MAX_TOKENS
 from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable
 from ..transforms import padded_length
 from ..zeroshot import ZERO_SHOT_SPLITS
 
 #: Measured rates, one table a scale and device: name -> (value, when and where measured). The
-#: H100's: ../shared/notes/gpu-lease-2026-11-24.md (code ee22f51) and -11-26.md (a5300d5).
+#: H100's: ../shared/notes/gpu-lease-2026-11-2{4,6}.md (ee22f51, a5300d5), results/bench (a27161b).
 RATES = {
     ("small", "H100"): {
         "setup_s": (20.0, "assumed: imports, CUDA and the bundle's tokenizer (not timed)"),
-        "gpt_start_s": (46.2, "2026-11-26 a5300d5: 3,000 updates in 145.2 s with the data, "
-                        "compiling and 6 validations; 4,000 in 178.2 s"),
+        "gpt_start_s": (46.2, "2026-11-26 a5300d5: 3,000 updates in 145.2 s, 4,000 in 178.2 s"),
         "gpt_update_s": (0.0330, "2026-11-26 a5300d5: the 1,000 updates between those runs"),
         "lstm_start_s": (10.1, "2026-11-24 ee22f51: 1,707 updates in 109.8 s"),
         "lstm_update_s": (0.0584, "2026-11-24 ee22f51: the LSTM loop timed, 64 x 512 tokens"),
         "save_s": (1.32, "2026-11-24 ee22f51: a resumable checkpoint written"),
-        "ft_run_s": (1.0, "2026-11-24 ee22f51: a run beyond its updates and scoring "
-                     "(layer-transfer runs of 27 updates: 1.4-2.6 s)"),
+        "ft_run_s": (1.0, "2026-11-24 ee22f51: a run beyond its updates and scoring"),
         "ft_step_s": (0.025, "2026-11-24: a step of 32 short sequences, launch-bound"),
-        "ft_seq_s": (0.00016, "2026-11-26 a5300d5: whole STS-B (64 sequences a step) 16.5-20.2 "
-                     "s for 537 steps, against CoLA's 21.5 s for 801"),
+        "ft_graph_step_s": (0.001, "2026-11-26 a27161b bench: a replayed step beyond its GPU time"),
+        "ft_graph_token_s": (3.3e-6, "2026-11-26 a27161b bench: GPU 7.0 ms, 32 x 67 padded tokens"),
+        "ft_seq_s": (0.00016, "2026-11-26 a5300d5: STS-B's 537 steps of 64 sequences, CoLA's 801"),
         "ft_token_s": (2.26e-6, "2026-11-24: 32 x 512 padded tokens, GPU busy 37 ms a step"),
         "eval_batch_s": (0.008, "2026-11-24 ee22f51: scoring, a batch beyond its tokens"),
         "eval_token_s": (0.4e-6, "2026-11-24 ee22f51: scoring, a padded token"),
-        "zs_token_s": (1.07e-6, "2026-11-24 ee22f51: zero-shot, 10 checkpoints of 2,000 "
-                       "examples a set (3.8 M padded tokens each) in 40.8 s"),
-        "lstm_ft_ratio": (0.59, "2026-11-24 ee22f51: the LSTM's Table 5 runs 21.1 s, the "
-                          "transformer's 35.8 s on the same examples"),
+        "zs_token_s": (1.07e-6, "2026-11-24 ee22f51: zero-shot, 10 x 3.8 M tokens in 40.8 s"),
+        "lstm_ft_ratio": (0.59, "2026-11-24 ee22f51: Table 5's LSTM runs 21.1 s, the GPT's 35.8"),
     },
     # this project's 2-core CPU: fit to the units of tools/rehearse_gpu.sh at smoke, 2026-11-26
     ("smoke", "cpu"): {
@@ -155,7 +153,10 @@ class Predictor:
         after the last, ``train`` training examples each epoch."""
         r, st = self.r, self.sizes[task, "train"]
         seqs, tokens = cfg.batch_size * st["seqs"], cfg.batch_size * st["tokens"]
-        step = max(r["ft_step_s"] + r["ft_seq_s"] * max(0, seqs - 32), r["ft_token_s"] * tokens)
+        launch = r["ft_step_s"] + r["ft_seq_s"] * max(0, seqs - 32)
+        if arch == "gpt" and cfg.graphs and tokens <= MAX_TOKENS and "ft_graph_step_s" in r:
+            launch = r["ft_graph_step_s"] + r["ft_graph_token_s"] * tokens  # a CUDA graph
+        step = max(launch, r["ft_token_s"] * tokens)
         scored = [*evals, *([(task, "train", train)] if train else [])]
         times = cfg.epochs if cfg.score_every_epoch else 1
         s = n // cfg.batch_size * cfg.epochs * step + times * sum(self.scoring(*e) for e in scored)

@@ -70,10 +70,8 @@ def _select(run: Run, u: dict) -> list[dict]:
 
 
 def _zeroshot(run: Run, u: dict) -> list[dict]:
-    seed, archs = run.S.finetune.seed, [u["arch"]]
-    got, skipped = ex.zero_shot_curves(
-        run.S, run.source, run.out_dir, archs=archs, seed=seed, **run.kw
-    )
+    kw = {"archs": [u["arch"]], "seed": run.S.finetune.seed, **run.kw}
+    got, skipped = ex.zero_shot_curves(run.S, run.source, run.out_dir, **kw)
     for task, why in skipped.items():
         print(f"  zero-shot {task}: skipped, {why}")
     return got
