@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 import torch
 
+from .fast import FastGPT
 from .transforms import Batch
 
 #: The largest batch, in tokens, replayed as a graph: 32 sequences of 512.
@@ -112,13 +113,47 @@ def graphs_pay(device: torch.device, model: torch.nn.Module, cfg, precision) -> 
     """Whether a fine-tuning run replays its updates as graphs: on CUDA, with ``cfg.graphs``,
     not compiled, no float16 loss scaling (its skipped steps wait for the GPU), and a
     transformer (the LSTM's cuDNN kernels are left as they were)."""
-    from .fast import FastGPT
-
     eager = cfg.compile or precision.loss_scaling or not cfg.graphs
     return device.type == "cuda" and not eager and isinstance(model.transformer, FastGPT)
 
 
-class GraphedSteps:
+class _PerShape:
+    """What both replays keep per batch shape: met once (``CAPTURE_NEXT``: its next batch is
+    captured), eager (None: too large, or its capture failed), or (replay, buffers)."""
+
+    def __init__(self, device: torch.device, capture: Capture | None) -> None:
+        self.device, self.capture, self.pool = device, capture or cuda_graph, None
+        self.graphs: dict[tuple, tuple | str | None] = {}
+        self.failed: list[str] = []
+        self.replays = 0
+
+    def _graph(self, key: tuple, batch: Batch, fn: Callable, what: str) -> tuple | None:
+        """``batch``'s shape's (replay, buffers), captured from ``fn(buffers)`` at its second
+        batch; None where this batch runs eagerly."""
+        if key not in self.graphs:  # the first of its shape: eager, and capture the next
+            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
+        elif self.graphs[key] == CAPTURE_NEXT:
+            buffers = batch.to(self.device)
+            try:  # out of memory too: this shape stays eager, if it can
+                replay, self.pool = self.capture(lambda: fn(buffers), self.pool)
+                self.graphs[key] = (replay, buffers)
+            except RuntimeError as e:
+                reason = f"{what} {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
+                _failed(self.device, reason, e)
+                self.failed.append(reason)
+                self.graphs[key] = None
+            return self.graphs[key]
+        return self.graphs[key] if isinstance(self.graphs[key], tuple) else None
+
+    @staticmethod
+    def _load(buffers: Batch, batch: Batch) -> None:
+        """Copy ``batch`` into the buffers its shape's graph reads."""
+        for name in ("ids", "extract", "mask", "labels"):
+            if (src := getattr(batch, name)) is not None:
+                getattr(buffers, name).copy_(src, non_blocking=True)
+
+
+class GraphedSteps(_PerShape):
     """Updates of ``model`` by ``opt``, replayed per batch shape: ``step(batch, lr)`` returns
     the update's losses (L3, L2, L1 on the device), or None where the caller takes the update
     eagerly (the first of its shape, or a shape left eager). ``losses(batch)`` is the update's
@@ -133,26 +168,17 @@ class GraphedSteps:
         grad_clip: float,
         capture: Capture | None = None,
     ) -> None:
+        super().__init__(next(model.parameters()).device, capture)
         self.model, self.opt, self.losses, self.grad_clip = model, opt, losses, grad_clip
-        self.capture, self.pool = capture or cuda_graph, None
-        self.device = next(model.parameters()).device
-        # shape -> (replay, buffers); CAPTURE_NEXT; or None: eager
-        self.graphs: dict[tuple, tuple | str | None] = {}
-        self.failed: list[str] = []
-        self.replays = 0
 
     def step(self, batch: Batch, lr: float) -> torch.Tensor | None:
         key = (*batch.ids.shape, batch.labels.dtype, batch.n_seq)
-        if key not in self.graphs:  # the first of its shape: eager, and capture the next
-            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
+        graph = self._graph(key, batch, self._update, "batch")
+        self.opt.zero_grad(set_to_none=True)  # a capture's gradients, made or failed: its own
+        if graph is None:
             return None
-        if self.graphs[key] == CAPTURE_NEXT:
-            self.graphs[key] = self._captured(batch, key)
-        if not self.graphs[key]:
-            return None
-        replay, buffers = self.graphs[key]
-        for name in ("ids", "extract", "mask", "labels"):
-            getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
+        replay, buffers = graph
+        self._load(buffers, batch)
         for g in self.opt.param_groups:
             g["lr"].fill_(lr)
         out = replay()
@@ -176,48 +202,22 @@ class GraphedSteps:
         self.opt.step()
         return out.detach()
 
-    def _captured(self, batch: Batch, key: tuple):
-        buffers = batch.to(self.device)
-        try:
-            replay, self.pool = self.capture(lambda: self._update(buffers), self.pool)
-        except RuntimeError as e:  # out of memory too: this shape stays eager, if it can
-            self.opt.zero_grad(set_to_none=True)
-            reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
-            _failed(self.device, reason, e)
-            self.failed.append(reason)
-            return None
-        self.opt.zero_grad(set_to_none=True)
-        return replay, buffers
 
-
-class GraphedForward:
+class GraphedForward(_PerShape):
     """``forward(batch)`` (scores on the device, no gradients) replayed per batch shape: the
     first of a shape eager, the second captured, the later ones replayed; the scores of a
     replay are read before the next (``__call__`` returns them on the CPU)."""
 
     def __init__(self, forward: Callable[[Batch], torch.Tensor], device, capture=None) -> None:
-        self.forward, self.device, self.capture = forward, device, capture or cuda_graph
-        self.graphs: dict[tuple, tuple | str | None] = {}
-        self.pool, self.replays = None, 0
+        super().__init__(device, capture)
+        self.forward = forward
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         key = (*batch.ids.shape, batch.n_seq)
-        state = self.graphs.get(key, "new")
-        if state == "new" or state is None:  # the first of its shape, or one left eager
-            if state == "new":
-                self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
+        graph = self._graph(key, batch, self.forward, "scoring batch")
+        if graph is None:
             return self.forward(batch.to(self.device)).cpu()
-        if state == CAPTURE_NEXT:
-            buffers = batch.to(self.device)
-            try:
-                replay, self.pool = self.capture(lambda: self.forward(buffers), self.pool)
-            except RuntimeError as e:
-                _failed(self.device, f"scoring batch {tuple(key[:2])}: {e}".splitlines()[0], e)
-                self.graphs[key] = None
-                return self.forward(buffers).cpu()
-            self.graphs[key] = state = (replay, buffers)
-        replay, buffers = state
-        for name in ("ids", "extract", "mask"):
-            getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
+        replay, buffers = graph
+        self._load(buffers, batch)
         self.replays += 1
         return replay().cpu()
