@@ -214,8 +214,7 @@ class Updates:
     def __init__(self, run: FinetuneRun, net, model: TaskModel, opt, precision, graphs) -> None:
         self.run, self.net, self.model, self.opt, self.precision = run, net, model, opt, precision
         self.device = next(model.parameters()).device
-        clip = run.cfg.grad_clip
-        self.graphs = GraphedSteps(model, opt, self._losses, clip) if graphs else None
+        self.graphs = GraphedSteps(model, opt, self._losses, run.cfg.grad_clip) if graphs else None
         self.scaler = precision.scaler(self.device)
         self.sums = torch.zeros(3, device=self.device)
         self.bad = torch.tensor(-1, device=self.device)  # the first non-finite update, or -1
@@ -360,20 +359,21 @@ class _RunLog:
 
     def beside(self, tok, precision, steps: Updates) -> None:
         """The tasks scored beside the run's, by the model it trained, after the last epoch;
-        how many updates were replayed as graphs, and how many shapes failed to be; and,
-        where updates were split into micro-batches (out of GPU memory), how many."""
+        its updates' seconds (an epoch's ``wall_time`` adds its scoring); how many updates were
+        replayed as graphs, how many shapes failed to be, and how many micro-batches an update
+        was split into, if it was (out of GPU memory)."""
         fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
+        self.parts.append(make_record("update_seconds", self.train_time, **fields))
         if steps.split > 1:
             self.parts.append(make_record("micro_batches", steps.split, **fields))
         if steps.graphs:
             self.parts.append(make_record("graphed_updates", steps.graphs.replays, **fields))
             failed = len(steps.graphs.failed)
             self.parts += [make_record("graph_failures", failed, **fields)] if failed else []
-        n_ctx, cfg = self.model.transformer.config.n_ctx, self.run.cfg
+        n_ctx, cfg, graphs = self.model.transformer.config.n_ctx, self.run.cfg, bool(steps.graphs)
         for name, examples in self.data.beside.items():
             other = get_task(name)
             items = encode_all(examples, other, tok, n_ctx)
-            graphs = steps.graphs is not None
             metrics, preds, labels = evaluate(
                 self.model, other, items, cfg.eval_batch_size, precision, graphs
             )

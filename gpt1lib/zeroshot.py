@@ -88,7 +88,7 @@ HEURISTICS = {
 }  # fmt: skip
 #: Heuristics whose threshold is chosen on training examples (and the metric it maximises).
 THRESHOLDED = {"cola": "matthews", "sst2_calibrated": "accuracy"}
-#: Padded tokens a scoring batch holds on a GPU (its logits: 5.3 GB in float32 at 40,478 tokens).
+#: Padded tokens a scoring batch holds on a GPU (were all scored, their logits: 5.3 GB in float32).
 GPU_BATCH_TOKENS = 32_768
 
 
@@ -143,21 +143,21 @@ def continuation_logprobs(
             f"token id {top} is outside the model's {model.config.n_tokens} tokens: score "
             "with the tokenizer the model was trained with"
         )
-    out: list[tuple[float, int]] = [(0.0, 0)] * len(seqs)
-    multiple = pad_multiple(device)
+    out, multiple = [(0.0, 0)] * len(seqs), pad_multiple(device)  # (log-probability, tokens)
 
     def score(idx: list[int]) -> None:
-        rows = [torch.tensor(seqs[i], dtype=torch.long) for i in idx]
-        x = pad_sequence(rows, batch_first=True)  # right-padded with 0
-        T = padded_length(x.size(1), multiple, n_ctx)
-        x = torch.nn.functional.pad(x, (0, T - x.size(1))).to(device)
+        x = pad_sequence([torch.tensor(seqs[i], dtype=torch.long) for i in idx], batch_first=True)
+        x = torch.nn.functional.pad(x, (0, padded_length(x.size(1), multiple, n_ctx) - x.size(1)))
+        # right-padded with 0; h[r, t] predicts x[r, t + 1]: only the scored ones' logits computed
+        spans = [(starts[i] - 1, max(starts[i] - 1, len(seqs[i]) - 1)) for i in idx]
+        r = torch.cat([torch.full((hi - lo,), k) for k, (lo, hi) in enumerate(spans)]).long()
+        t = torch.cat([torch.arange(lo, hi) for lo, hi in spans]).long()
         with attention_backends(device):
-            logp = model(x).logits.float().log_softmax(-1)
-        # logp[:, t] predicts token t + 1
-        tok_lp = logp[:, :-1].gather(-1, x[:, 1:, None]).squeeze(-1).cpu()
-        for r, i in enumerate(idx):
-            lo, hi = starts[i] - 1, len(seqs[i]) - 1
-            out[i] = (float(tok_lp[r, lo:hi].sum()), max(0, hi - lo))
+            h, W = model.hidden(x.to(device))
+            logp = model.logits(h[r.to(device), t.to(device)], W).float().log_softmax(-1)
+        tok_lp = logp.gather(-1, x[r, t + 1].to(device)[:, None]).squeeze(-1).cpu()
+        for i, part in zip(idx, tok_lp.split([hi - lo for lo, hi in spans]), strict=True):
+            out[i] = (float(part.sum()), part.numel())
 
     def alone(i: int) -> str:
         return (
