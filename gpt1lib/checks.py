@@ -217,30 +217,15 @@ def warn_data(spec: TaskSpec, splits: dict[str, Sequence[Example]]) -> None:
         )
 
 
-def _full_lengths(ex: Example, family: str, tok) -> list[int]:
-    """Each §3.3 sequence's length before truncation."""
-    parts = [len(tok.encode(t)) for t in ex.texts]
-    if family == "classification":
-        return [2 + parts[0]]
-    if family == "multiple_choice":
-        return [3 + sum(parts) + len(tok.encode(a)) for a in ex.answers]
-    return [3 + sum(parts)] * (2 if family == "similarity" else 1)
-
-
-def warn_truncated(spec: TaskSpec, examples: dict, encoded: dict, tok, n_ctx: int) -> dict:
-    """How many examples of each split (``examples``: name -> examples; ``encoded``: name ->
-    their §3.3 encodings) lost tokens to fit ``n_ctx``; a ``DataWarning`` for each split that
-    lost any."""
+def warn_truncated(spec: TaskSpec, encoded: dict, n_ctx: int) -> dict:
+    """How many examples of each split (``encoded``: name -> their §3.3 encodings) lost tokens
+    to fit ``n_ctx``; a ``DataWarning`` for each split that lost any."""
     out = {}
     for split, items in encoded.items():
-        exs = examples[split]
-        out[split] = sum(
-            sum(map(len, enc.seqs)) < sum(_full_lengths(ex, spec.family, tok))
-            for ex, enc in zip(exs, items, strict=True)
-        )
+        out[split] = sum(enc.truncated for enc in items)
         if out[split]:
             warnings.warn(
-                f"{spec.name} {split}: {out[split]} of {len(exs)} examples truncated to fit "
+                f"{spec.name} {split}: {out[split]} of {len(items)} examples truncated to fit "
                 f"n_ctx={n_ctx} tokens (gpt1lib.transforms says what is cut)",
                 DataWarning,
                 stacklevel=3,

@@ -306,7 +306,7 @@ def _encoded(model: TaskModel, task: TaskSpec, tok, train, evals: dict, cfg: Fin
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
-    warn_truncated(task, dict(evals, train=train), dict(eval_items, train=train_items), tok, n_ctx)
+    warn_truncated(task, dict(eval_items, train=train_items), n_ctx)
     uids = {k: [e.uid for e in v] for k, v in evals.items()}
     if cfg.eval_train_examples:
         n = min(cfg.eval_train_examples, len(train_items))
