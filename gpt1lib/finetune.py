@@ -188,7 +188,7 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
         bar.set_postfix(loss=f"{losses['loss']:.3f}")
         last = epoch == cfg.epochs
         got = {
-            split: evaluate(model, spec, items, cfg.eval_batch_size, precision, graphs)
+            split: evaluate(model, spec, items, cfg.eval_batch_size, precision)
             for split, items in scored.items()
             if cfg.score_every_epoch or last
         }
@@ -370,12 +370,12 @@ class _RunLog:
             self.parts.append(make_record("graphed_updates", steps.graphs.replays, **fields))
             failed = len(steps.graphs.failed)
             self.parts += [make_record("graph_failures", failed, **fields)] if failed else []
-        n_ctx, cfg, graphs = self.model.transformer.config.n_ctx, self.run.cfg, bool(steps.graphs)
+        n_ctx, cfg = self.model.transformer.config.n_ctx, self.run.cfg
         for name, examples in self.data.beside.items():
             other = get_task(name)
             items = encode_all(examples, other, tok, n_ctx)
             metrics, preds, labels = evaluate(
-                self.model, other, items, cfg.eval_batch_size, precision, graphs
+                self.model, other, items, cfg.eval_batch_size, precision
             )
             fields = {
                 **self.records[0],

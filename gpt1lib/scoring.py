@@ -11,7 +11,6 @@ import torch
 from .heads import TaskModel
 from .loss import regression_predictions
 from .runtime import FLOAT32, Precision, attention_backends, each_fitting, pad_multiple
-from .steps import GraphedForward
 from .tasks import Example, TaskSpec, compute_metrics
 from .transforms import Encoded, batches, collate, encode_example
 
@@ -72,28 +71,19 @@ def predict(
     device: torch.device | None = None,
     precision: Precision = FLOAT32,
     multiple: int | None = None,
-    graphs: bool = False,
 ) -> np.ndarray:
     """Scores for ``items`` in their order (inference mode, length-grouped batches, lengths
-    rounded up to ``multiple``: None, ``runtime.pad_multiple``'s for the device); with
-    ``graphs``, each batch shape's forward pass replayed as a CUDA graph (``steps``)."""
+    rounded up to ``multiple``: None, ``runtime.pad_multiple``'s for the device)."""
     device = device or next(model.parameters()).device
     multiple, cap = pad_multiple(device, multiple), model.transformer.config.n_ctx
     was = model.training
     model.eval()
     out: list = [None] * len(items)
 
-    def forward(batch) -> torch.Tensor:
-        with precision.autocast(device.type), attention_backends(device):
-            return model(batch, lm=False)[0].float()
-
-    run = GraphedForward(forward, device) if graphs else lambda b: forward(b.to(device)).cpu()
-
     def score(b: list[int]) -> None:
-        rows = [items[i] for i in b]
-        if graphs:  # a short batch padded to a power of two with copies of its first example
-            rows += rows[:1] * ((1 << (len(b) - 1).bit_length()) - len(b))
-        scores = run(collate(rows, multiple=multiple, cap=cap))[: len(b)]
+        batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
+        with precision.autocast(device.type), attention_backends(device):
+            scores = model(batch, lm=False)[0].float().cpu()
         for i, v in zip(b, scores, strict=True):
             out[i] = v.numpy()
 
@@ -115,26 +105,20 @@ def predictions(
     batch_size: int = 64,
     device: torch.device | None = None,
     precision: Precision = FLOAT32,
-    graphs: bool = False,
 ) -> np.ndarray:
     """What the model predicts for each of ``items``: a class or answer index, or STS-B's
     score."""
-    scores = predict(model, items, batch_size, device, precision, graphs=graphs)
+    scores = predict(model, items, batch_size, device, precision)
     if model.regression:  # STS-B: the predicted score
         return regression_predictions(torch.from_numpy(scores), model.regression).numpy()
     return scores.argmax(-1)
 
 
 def evaluate(
-    model: TaskModel,
-    task: TaskSpec,
-    items: Sequence[Encoded],
-    batch_size=64,
-    precision=FLOAT32,
-    graphs=False,
+    model: TaskModel, task: TaskSpec, items: Sequence[Encoded], batch_size=64, precision=FLOAT32
 ):
     """The task's metrics on labelled ``items``, and the predictions and labels they were
-    computed from (for ``per_example_record``), on the model's device (``graphs``: ``predict``)."""
-    preds = predictions(model, items, batch_size, precision=precision, graphs=graphs)
+    computed from (for ``per_example_record``), on the model's device."""
+    preds = predictions(model, items, batch_size, precision=precision)
     labels = np.array([e.label for e in items])
     return compute_metrics(task, preds, labels), preds, labels

@@ -1,4 +1,4 @@
-"""Fine-tuning updates and scoring that keep a GPU busy: each replayed as one CUDA graph.
+"""Fine-tuning updates that keep a GPU busy: the whole update replayed as one CUDA graph.
 
 A fine-tuning step of 32 short sequences is launch-bound on a GPU: about 650 kernels, each
 launched from Python, took ~25 ms a step on an H100 while the GPU computed for ~10 of them
@@ -23,11 +23,6 @@ an error instead), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so
 graph saves little there and would hold their activations beside the eager cache), and
 whatever the caller keeps out (micro-batches after an out-of-memory, float16 with its loss
 scaling, ``compile=True``, the LSTM).
-
-Scoring is launch-bound the same way (a batch of 64 short examples, forward only):
-``GraphedForward`` replays its forward pass per batch shape, with the same first-eager,
-second-captured rule; ``scoring.predict`` pads a short batch with copies of its first example
-up to a power of two (their scores dropped), so that shapes repeat.
 """
 
 from __future__ import annotations
@@ -117,43 +112,7 @@ def graphs_pay(device: torch.device, model: torch.nn.Module, cfg, precision) -> 
     return device.type == "cuda" and not eager and isinstance(model.transformer, FastGPT)
 
 
-class _PerShape:
-    """What both replays keep per batch shape: met once (``CAPTURE_NEXT``: its next batch is
-    captured), eager (None: too large, or its capture failed), or (replay, buffers)."""
-
-    def __init__(self, device: torch.device, capture: Capture | None) -> None:
-        self.device, self.capture, self.pool = device, capture or cuda_graph, None
-        self.graphs: dict[tuple, tuple | str | None] = {}
-        self.failed: list[str] = []
-        self.replays = 0
-
-    def _graph(self, key: tuple, batch: Batch, fn: Callable, what: str) -> tuple | None:
-        """``batch``'s shape's (replay, buffers), captured from ``fn(buffers)`` at its second
-        batch; None where this batch runs eagerly."""
-        if key not in self.graphs:  # the first of its shape: eager, and capture the next
-            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
-        elif self.graphs[key] == CAPTURE_NEXT:
-            buffers = batch.to(self.device)
-            try:  # out of memory too: this shape stays eager, if it can
-                replay, self.pool = self.capture(lambda: fn(buffers), self.pool)
-                self.graphs[key] = (replay, buffers)
-            except RuntimeError as e:
-                reason = f"{what} {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
-                _failed(self.device, reason, e)
-                self.failed.append(reason)
-                self.graphs[key] = None
-            return self.graphs[key]
-        return self.graphs[key] if isinstance(self.graphs[key], tuple) else None
-
-    @staticmethod
-    def _load(buffers: Batch, batch: Batch) -> None:
-        """Copy ``batch`` into the buffers its shape's graph reads."""
-        for name in ("ids", "extract", "mask", "labels"):
-            if (src := getattr(batch, name)) is not None:
-                getattr(buffers, name).copy_(src, non_blocking=True)
-
-
-class GraphedSteps(_PerShape):
+class GraphedSteps:
     """Updates of ``model`` by ``opt``, replayed per batch shape: ``step(batch, lr)`` returns
     the update's losses (L3, L2, L1 on the device), or None where the caller takes the update
     eagerly (the first of its shape, or a shape left eager). ``losses(batch)`` is the update's
@@ -168,12 +127,18 @@ class GraphedSteps(_PerShape):
         grad_clip: float,
         capture: Capture | None = None,
     ) -> None:
-        super().__init__(next(model.parameters()).device, capture)
         self.model, self.opt, self.losses, self.grad_clip = model, opt, losses, grad_clip
+        self.device, self.pool = next(model.parameters()).device, None
+        self.capture = capture or cuda_graph
+        # each batch shape: met once (CAPTURE_NEXT: its next batch is captured), eager (None:
+        # too large, or its capture failed), or (replay, buffers)
+        self.graphs: dict[tuple, tuple | str | None] = {}
+        self.failed: list[str] = []
+        self.replays = 0
 
     def step(self, batch: Batch, lr: float) -> torch.Tensor | None:
         key = (*batch.ids.shape, batch.labels.dtype, batch.n_seq)
-        graph = self._graph(key, batch, self._update, "batch")
+        graph = self._graph(key, batch)
         self.opt.zero_grad(set_to_none=True)  # a capture's gradients, made or failed: its own
         if graph is None:
             return None
@@ -185,6 +150,31 @@ class GraphedSteps(_PerShape):
         self.opt.zero_grad(set_to_none=True)  # the graph's gradients are its own
         self.replays += 1
         return out
+
+    def _graph(self, key: tuple, batch: Batch) -> tuple | None:
+        """``batch``'s shape's (replay, buffers), its update captured at its second batch; None
+        where this batch runs eagerly."""
+        if key not in self.graphs:  # the first of its shape: eager, and capture the next
+            self.graphs[key] = None if batch.ids.numel() > MAX_TOKENS else CAPTURE_NEXT
+        elif self.graphs[key] == CAPTURE_NEXT:
+            buffers = batch.to(self.device)
+            try:  # out of memory too: this shape stays eager, if it can
+                replay, self.pool = self.capture(lambda: self._update(buffers), self.pool)
+                self.graphs[key] = (replay, buffers)
+            except RuntimeError as e:
+                reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
+                _failed(self.device, reason, e)
+                self.failed.append(reason)
+                self.graphs[key] = None
+            return self.graphs[key]
+        return self.graphs[key] if isinstance(self.graphs[key], tuple) else None
+
+    @staticmethod
+    def _load(buffers: Batch, batch: Batch) -> None:
+        """Copy ``batch`` into the buffers its shape's graph reads."""
+        for name in ("ids", "extract", "mask", "labels"):
+            if (src := getattr(batch, name)) is not None:
+                getattr(buffers, name).copy_(src, non_blocking=True)
 
     def close(self) -> None:
         """Free the graphs and their memory now (a run's end), not when a garbage collection
@@ -201,23 +191,3 @@ class GraphedSteps(_PerShape):
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.opt.step()
         return out.detach()
-
-
-class GraphedForward(_PerShape):
-    """``forward(batch)`` (scores on the device, no gradients) replayed per batch shape: the
-    first of a shape eager, the second captured, the later ones replayed; the scores of a
-    replay are read before the next (``__call__`` returns them on the CPU)."""
-
-    def __init__(self, forward: Callable[[Batch], torch.Tensor], device, capture=None) -> None:
-        super().__init__(device, capture)
-        self.forward = forward
-
-    def __call__(self, batch: Batch) -> torch.Tensor:
-        key = (*batch.ids.shape, batch.n_seq)
-        graph = self._graph(key, batch, self.forward, "scoring batch")
-        if graph is None:
-            return self.forward(batch.to(self.device)).cpu()
-        replay, buffers = graph
-        self._load(buffers, batch)
-        self.replays += 1
-        return replay().cpu()

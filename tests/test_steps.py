@@ -15,12 +15,10 @@ import gpt1lib.loss as loss_module
 from gpt1lib import GPT, preset
 from gpt1lib.corpus import load_documents
 from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
-from gpt1lib.heads import TaskModel
 from gpt1lib.loss import fused_lm_loss
 from gpt1lib.optim import make_optimizer, train_step
-from gpt1lib.scoring import encode_all, predict
 from gpt1lib.steps import MAX_TOKENS, GraphedSteps, cuda_graph, eager_stand_in
-from gpt1lib.tasks import get_task, load_examples
+from gpt1lib.tasks import load_examples
 from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.transforms import Batch
 
@@ -130,37 +128,3 @@ def test_a_captured_lm_loss_scores_every_row_to_the_same_loss(monkeypatch, reduc
         got.append((loss, *torch.autograd.grad(loss, (h, W))))
     for a, b in zip(*got, strict=True):
         torch.testing.assert_close(a, b)
-
-
-def _scores(monkeypatch, device: str):
-    """A tiny SST-2 model's scores on 21 dev examples (batches of 8, lengths in multiples of
-    16: shapes met again, the last batch padded), plainly and replayed per shape; how many
-    shapes were captured."""
-    captured = []
-
-    def counted(fn, pool):
-        captured.append(1)
-        return (cuda_graph if device == "cuda" else eager_stand_in)(fn, pool)
-
-    monkeypatch.setattr("gpt1lib.steps.cuda_graph", counted)
-    tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=300)
-    torch.manual_seed(0)
-    gpt = GPT(preset("tiny", vocab_size=tok.vocab_size)).add_special_tokens()
-    model = TaskModel(gpt, get_task("sst2")).to(device)
-    items = encode_all(load_examples("sst2", "dev")[:21], get_task("sst2"), tok, 64)
-    plain = predict(model, items, batch_size=8, multiple=16)
-    graphed = predict(model, items, batch_size=8, multiple=16, graphs=True)
-    return plain, graphed, len(captured)
-
-
-def test_scoring_replayed_per_shape_gives_the_plain_scores(monkeypatch):
-    plain, graphed, captured = _scores(monkeypatch, "cpu")
-    assert captured >= 1 and plain.shape == graphed.shape == (21, 2)
-    np.testing.assert_array_equal(plain, graphed)
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_scoring_replayed_as_cuda_graphs_gives_the_plain_scores(monkeypatch):
-    plain, graphed, captured = _scores(monkeypatch, "cuda")
-    assert captured >= 1
-    np.testing.assert_allclose(plain, graphed, atol=1e-4)
