@@ -12,23 +12,18 @@ from .heads import TaskModel
 from .loss import regression_predictions
 from .runtime import FLOAT32, Precision, attention_backends, each_fitting, pad_multiple
 from .tasks import Example, TaskSpec, compute_metrics
+from .tokenizer import Remembered
 from .transforms import Encoded, batches, collate, encode_example
 
 
-class _BatchEncoded:
+class _BatchEncoded(Remembered):
     """``tok`` whose ``encode`` answers from one ``encode_batch`` of every distinct text of
     ``examples`` (in parallel, and a RACE article once for its questions): the same ids."""
 
     def __init__(self, tok, examples: Sequence[Example]) -> None:
+        super().__init__(tok)
         texts = list(dict.fromkeys(t for ex in examples for t in (*ex.texts, *ex.answers)))
-        self.tok, self.ids = tok, dict(zip(texts, tok.encode_batch(texts), strict=True))
-
-    def encode(self, text: str) -> list[int]:
-        ids = self.ids.get(text)
-        return list(ids) if ids is not None else self.tok.encode(text)
-
-    def __getattr__(self, name: str):
-        return getattr(self.tok, name)
+        self.ids = dict(zip(texts, tok.encode_batch(texts), strict=True))
 
 
 #: Encodings already made in this process, by (tokenizer, task, n_ctx, examples): a plan or a

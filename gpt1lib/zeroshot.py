@@ -44,6 +44,7 @@ from .checks import check_tokenizer, warn_data
 from .records import make_record, per_example_record, provenance
 from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar
 from .tasks import Example, compute_metrics, get_task, load_examples
+from .tokenizer import Remembered
 from .transforms import padded_length
 
 #: task -> (random-guess value, state-of-the-art value, where the latter comes from, whether
@@ -372,8 +373,10 @@ def evaluate_checkpoints(
     if unnamed := [str(f) for f in folders if not re.fullmatch(r"step_\d+", f.name)]:
         raise ValueError(f"{unnamed}: checkpoint folders are named step_<updates>")
     bar = progress_bar(folders, desc="zero-shot", unit="checkpoint", enabled=progress)
+    remembered: dict[str, Remembered] = {}  # each text encoded once, not at every checkpoint
     for folder in bar:
         model, tok = load_run(folder, dev)
+        tok = remembered.setdefault(tok.fingerprint(), Remembered(tok))
         model.to(dev)
         for task, zs in data.items():
             spec, examples = get_task(task), zs.examples

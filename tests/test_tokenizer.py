@@ -323,3 +323,22 @@ def test_released_encoder_agrees_with_gpt1tokenizer(bpe_dir, released, encoder):
     assert 0.5 < differ["token_agreement"] < 1.0
     assert (differ["tokens"], differ["tokens_reference"]) == (7, 6)
     assert differ["token_agreement"] == pytest.approx(2 * 5 / 13)
+
+
+def test_a_remembered_tokenizer_encodes_each_text_once():
+    from gpt1lib.tokenizer import Remembered
+
+    calls = []
+
+    class Counting:
+        vocab_size = 7
+
+        def encode(self, text):
+            calls.append(text)
+            return [len(w) for w in text.split()]
+
+    tok = Remembered(Counting())
+    first = tok.encode("a bb ccc")
+    first.append(99)  # the caller's own list: what is kept does not change
+    assert tok.encode("a bb ccc") == [1, 2, 3] and tok.encode("dddd") == [4]
+    assert calls == ["a bb ccc", "dddd"] and tok.vocab_size == 7
