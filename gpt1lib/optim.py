@@ -73,6 +73,12 @@ def warmup_linear(x: float, warmup: float) -> float:
     return rise * max(0.0, 1.0 - x)
 
 
+def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
+    """Every group's rate to ``lr``, in place where it is the tensor a replayed step reads."""
+    for g in opt.param_groups:
+        g["lr"] = g["lr"].fill_(lr) if torch.is_tensor(g["lr"]) else lr
+
+
 def train_step(
     model: torch.nn.Module,
     opt: torch.optim.Optimizer,
@@ -89,11 +95,7 @@ def train_step(
     clip; a step whose gradients overflowed is skipped and the scale lowered. ``check`` (a
     loop's first update; it waits for the GPU once): every gradient being zero is an error, a
     model that would not learn (as a compiled loss once made it, ``loss.fused_lm_loss``)."""
-    for g in opt.param_groups:
-        if torch.is_tensor(g["lr"]):  # read by a replayed step (``steps``)
-            g["lr"].fill_(lr)
-        else:
-            g["lr"] = lr
+    set_lr(opt, lr)
     total = None
     for loss in losses:
         (loss if scaler is None else scaler.scale(loss)).backward()

@@ -33,6 +33,7 @@ from collections.abc import Callable
 import torch
 
 from .fast import FastGPT
+from .optim import set_lr
 from .transforms import Batch
 
 #: The largest batch, in tokens, replayed as a graph: 32 sequences of 512.
@@ -144,8 +145,7 @@ class GraphedSteps:
             return None
         replay, buffers = graph
         self._load(buffers, batch)
-        for g in self.opt.param_groups:
-            g["lr"].fill_(lr)
+        set_lr(self.opt, lr)
         out = replay()
         self.opt.zero_grad(set_to_none=True)  # the graph's gradients are its own
         self.replays += 1
