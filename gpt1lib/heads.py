@@ -27,7 +27,7 @@ from torch import nn
 from .fast import FastGPT
 from .loss import REGRESSIONS, STSB_CLASSES
 from .model import GPT
-from .runtime import seed_everything
+from .steps import seeded_build
 from .tasks import TaskSpec
 from .tokenizer import SPECIAL_TOKENS
 from .transforms import Batch
@@ -129,7 +129,7 @@ def build_task_model(pretrained, task: TaskSpec, protocol) -> TaskModel:
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     n_ctx = min(cfg.n_ctx, protocol.max_len or cfg.n_ctx)
     cfg = replace(cfg, n_special=n_special, n_ctx=n_ctx)
-    seed_everything(protocol.seed)
-    fresh = FastGPT(cfg) if isinstance(pretrained, GPT) else type(pretrained)(cfg)
+    kind = FastGPT if isinstance(pretrained, GPT) else type(pretrained)
+    fresh = seeded_build(kind, cfg, protocol.seed)
     transfer(pretrained, fresh, protocol.n_transfer)
     return TaskModel(fresh, task, protocol.clf_pdrop, protocol.regression)

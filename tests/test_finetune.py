@@ -173,6 +173,27 @@ def test_n_transfer_copies_exactly_the_embeddings_and_first_k_blocks(k):
     assert len(transfer(src, GPT(preset("tiny", vocab_size=V)), 1)) == 2 + 12
 
 
+def test_a_fresh_model_built_again_is_the_same_and_leaves_the_generator_the_same():
+    """``steps.seeded_build`` copies the last fresh model of the same kind, config and seed:
+    each run's model, its head and the generator after it as if initialised anew."""
+    from gpt1lib import steps
+
+    src, cfg = GPT(preset("tiny", vocab_size=V)), FinetuneConfig(seed=3)
+    built = []
+    for cached in (False, True, True):
+        if not cached:
+            steps._BUILT.clear()
+        model = build_task_model(src, get_task("sst2"), cfg)
+        built.append(({k: v.clone() for k, v in model.state_dict().items()}, torch.rand(4)))
+        with torch.no_grad():  # a run trains its copy: the next must not see it
+            model.transformer.tokens_embed.weight.add_(1.0)  # the special tokens' rows too
+    for state, after in built[1:]:
+        assert torch.equal(after, built[0][1])
+        assert all(torch.equal(v, built[0][0][k]) for k, v in state.items())
+    other = build_task_model(src, get_task("sst2"), FinetuneConfig(seed=4))
+    assert not torch.equal(other.head.weight, built[0][0]["head.weight"])
+
+
 def test_warmup_linear_is_the_released_codes():
     # opt.py: (x / warmup if x <= warmup else 1) * (1 - x), at x = updates taken / total
     assert warmup_linear(0.0, 0.002) == 0.0
