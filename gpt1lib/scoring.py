@@ -26,10 +26,11 @@ class _BatchEncoded(Remembered):
         self.ids = dict(zip(texts, tok.encode_batch(texts), strict=True))
 
 
-#: Encodings already made in this process, by (tokenizer, task, n_ctx, examples): a plan or a
-#: sweep fine-tunes on the same examples many times (layer transfer: 14 runs on RACE's 20,000),
-#: and encoding them is CPU work the accelerator would wait on. The last few are kept.
-_ENCODED: dict[tuple, tuple[Encoded, ...]] = {}
+#: Encodings made in this process, by (tokenizer, task, n_ctx, examples), with their tokens:
+#: a plan fine-tunes on the same examples many times (Table 5, layer transfer), CPU work a GPU
+#: waits on. Kept: the last 8, and older ones while all hold <= ``KEPT_TOKENS`` (about 150 MB).
+_ENCODED: dict[tuple, tuple[tuple[Encoded, ...], int]] = {}
+KEPT_TOKENS = 4_000_000
 
 
 def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> list[Encoded]:
@@ -38,7 +39,7 @@ def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> 
     key = (fingerprint(), task, n_ctx, tuple(examples)) if fingerprint else None
     try:
         if key in _ENCODED:
-            return list(_ENCODED[key])
+            return list(_ENCODED[key][0])
     except TypeError:  # an example built with lists: not kept
         key = None
     out = []
@@ -52,9 +53,9 @@ def encode_all(examples: Sequence[Example], task: TaskSpec, tok, n_ctx: int) -> 
             )
         out.append(encode_example(ex, task.family, tok, n_ctx, task.truncation))
     if key is not None:
-        if len(_ENCODED) >= 8:
+        _ENCODED[key] = (tuple(out), sum(len(s) for e in out for s in e.seqs))
+        while len(_ENCODED) > 8 and sum(n for _, n in _ENCODED.values()) > KEPT_TOKENS:
             _ENCODED.pop(next(iter(_ENCODED)))
-        _ENCODED[key] = tuple(out)
     return out
 
 

@@ -116,3 +116,33 @@ def test_collate_pads_right_and_points_at_classify():
 def test_unknown_family_is_an_error():
     with pytest.raises(ValueError, match="unknown family"):
         encode_example(Example(("a",)), "regression", WordTokenizer(), 8)
+
+
+def test_encodings_kept_the_last_8_and_older_ones_within_a_token_budget(monkeypatch):
+    """``scoring.encode_all`` answers examples it encoded before from what it kept (the same
+    encodings, none encoded again); beyond the last 8 it keeps older ones only while all fit
+    ``KEPT_TOKENS``."""
+    from gpt1lib import scoring
+
+    class Counted(WordTokenizer):
+        calls = 0
+
+        def fingerprint(self):
+            return "words"
+
+        def encode(self, text):
+            Counted.calls += 1
+            return super().encode(text)
+
+    tok, task = Counted(), get_task("sst2")
+    sets = [[Example((f"set {i} word{j}",), label=0) for j in range(5)] for i in range(10)]
+    for budget, kept in ((0, 8), (10**6, 10)):
+        monkeypatch.setattr(scoring, "_ENCODED", {})
+        monkeypatch.setattr(scoring, "KEPT_TOKENS", budget)
+        first = [scoring.encode_all(s, task, tok, 16) for s in sets]
+        assert len(scoring._ENCODED) == kept
+        calls = Counted.calls
+        again = [scoring.encode_all(list(s), task, tok, 16) for s in sets[-kept:]]
+        assert again == first[-kept:] and Counted.calls == calls  # equal examples: kept
+        scoring.encode_all(sets[0], task, tok, 16)
+        assert Counted.calls - calls == 5 * (kept < 10)  # the first, not kept, encoded again
