@@ -168,7 +168,7 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     opt = make_optimizer(model, cfg.lr, cfg.weight_decay, graphs=graphs)
     net = torch.compile(model) if cfg.compile else model
     steps = Updates(run, net, model, opt, precision, graphs)
-    log = _RunLog(run, model, data, device)
+    log = _RunLog(run, model, data, device, t_start)
     total = len(train) // cfg.batch_size * cfg.epochs  # full batches only
     bar = progress_bar(
         total=total, desc=f"fine-tuning {spec.name}", unit="update", enabled=run.progress
@@ -320,7 +320,7 @@ class _RunLog:
     """What a run records: its provenance, the metrics and losses of each epoch, each scored
     example's outcome after the last, the tasks scored beside, and its result."""
 
-    def __init__(self, run: FinetuneRun, model: TaskModel, data: RunData, device) -> None:
+    def __init__(self, run: FinetuneRun, model: TaskModel, data: RunData, device, t_start) -> None:
         spec, cfg = run.spec, run.cfg
         config = {"model": asdict(model.transformer.config), "train_examples": len(data.train)}
         config |= {"pad_multiple": pad_multiple(device), "attention": attention_name(device)}
@@ -340,8 +340,8 @@ class _RunLog:
         self.parts = [first]
         self.run, self.model, self.data, self.device = run, model, data, device
         self.records, self.outcomes, self.besides, self.final = [], [], [], {}
-        self.train_time = 0.0
-        self.t0 = time.perf_counter()
+        self.train_time, self.t0 = 0.0, time.perf_counter()
+        self.setup_time = self.t0 - t_start  # the model built and moved, the examples encoded
 
     def epoch(self, epoch: int, losses: dict, scored: dict, uids: dict | None) -> None:
         wall = time.perf_counter() - self.t0
@@ -359,11 +359,13 @@ class _RunLog:
 
     def beside(self, tok, precision, steps: Updates) -> None:
         """The tasks scored beside the run's, by the model it trained, after the last epoch;
-        its updates' seconds (an epoch's ``wall_time`` adds its scoring); how many updates were
-        replayed as graphs, how many shapes failed to be, and how many micro-batches an update
-        was split into, if it was (out of GPU memory)."""
+        the seconds of its set-up and of its updates (an epoch's ``wall_time`` counts from the
+        set-up's end, its scoring in); how many updates were replayed as graphs, how many
+        shapes failed to be, and how many micro-batches an update was split into, if it was
+        (out of GPU memory)."""
         fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
-        self.parts.append(make_record("update_seconds", self.train_time, **fields))
+        times = {"setup_seconds": self.setup_time, "update_seconds": self.train_time}
+        self.parts += [make_record(m, v, **fields) for m, v in times.items()]
         if steps.split > 1:
             self.parts.append(make_record("micro_batches", steps.split, **fields))
         if steps.graphs:
@@ -377,12 +379,8 @@ class _RunLog:
             metrics, preds, labels = evaluate(
                 self.model, other, items, cfg.eval_batch_size, precision
             )
-            fields = {
-                **self.records[0],
-                "task": other.name,
-                "split": other.eval_split,
-                "step": cfg.epochs,
-            }
+            where = {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
+            fields = {**self.records[0], **where}
             fields = {k: v for k, v in fields.items() if k not in ("metric", "value", PER_EXAMPLE)}
             self.besides += [make_record(m, v, **fields) for m, v in metrics.items()]
             uids = [e.uid for e in examples]

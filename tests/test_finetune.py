@@ -305,6 +305,10 @@ def test_a_short_run_learns_the_fixture(tmp_path):
     shares = np.bincount([e.label for e in train]) / len(train)
     assert loss["prior_task_loss", 0] == pytest.approx(-(shares * np.log(shares)).sum(), rel=1e-5)
     assert loss["task_loss", cfg.epochs] < loss["prior_task_loss", 0]  # it learned the fixture
+    # the run's time in parts: set-up, updates, and each epoch's wall time from the set-up's end
+    setup, updates = loss["setup_seconds", cfg.epochs], loss["update_seconds", cfg.epochs]
+    walls = [x["wall_time"] for x in r.records if x["metric"] == "loss"]
+    assert 0 < setup and 0 < updates < walls[-1] and setup + walls[-1] <= r.wall_time
 
 
 def test_nothing_is_selected_on_the_reported_split(monkeypatch):
