@@ -108,3 +108,20 @@ def test_the_rehearsal_runs_the_whole_recipe_from_a_bundle_in_two_commands(tmp_p
     # a folder holding another run's checkpoints is refused, naming them and the fix
     refused = subprocess.run(cmd[:-1] + ["x/other"], env=_env(PYTHONPATH=str(checkout)), **kw)
     assert refused.returncode == 1 and "pass --force" in refused.stderr
+
+
+def test_profile_units_times_a_plans_units_as_the_runner_runs_them(tmp_path):
+    """tools/profile_units.py, the probe of a unit's time beyond its updates: each unit timed,
+    cProfile's entries after; an id that is no unit of the plan, an error naming it."""
+    cmd = [sys.executable, str(ROOT / "tools" / "profile_units.py"), "--scale", "smoke"]
+    cmd += ["--source", "fixture", "--out", str(tmp_path)]
+    kw = {"capture_output": True, "text": True, "timeout": 300, "env": _env()}
+    got = subprocess.run(
+        [*cmd, "--units", "finetune:sst2,transfer:mnli_m:2", "--profile", "5"], **kw
+    )
+    assert got.returncode == 0, got.stderr[-3000:]
+    assert "finetune:sst2: " in got.stdout and "transfer:mnli_m:2: " in got.stdout
+    assert "2 units" in got.stdout and "finetune.py" in got.stdout  # the profile's entries
+    assert (tmp_path / "smoke/finetune/sst2/records.jsonl").is_file()  # under --out, not results/
+    bad = subprocess.run([*cmd, "--units", "finetune:nope"], **kw)
+    assert bad.returncode == 1 and "['finetune:nope'] are not units of smoke" in bad.stderr
