@@ -10,7 +10,9 @@ update and forward pass by nothing (scores of zeros): what is left is the CPU si
 on, the model built, the examples encoded, the metrics and the records (results/README.md's
 figures of it). Without it, the units run whole: on a GPU, the same units as the recorded run's.
 Default units: the GPT's fine-tuning units of one run each (chapters 04-08 but RACE, Table 5
-from scratch, the objective, layer transfer), in the plan's order.
+from scratch, the objective, layer transfer), in the plan's order. The first unit pays the
+process's first-time costs (CUDA's start, imports): on a GPU, name a short one first
+(``finetune:sst2``) and read the ones after it.
 """
 
 from __future__ import annotations
