@@ -32,8 +32,7 @@ PARTS = ("wall", "updates", "scoring", "rest", "setup", "after")
 
 def group(uid: str) -> str | None:
     """The group a unit is summed in, or None (pre-training, selection, zero-shot)."""
-    kind = recipe.kind({"id": uid})
-    if kind not in ("finetune", "objective", "transfer", "ablation"):
+    if recipe.PART[recipe.kind({"id": uid})] not in ("finetune", "ablations", "transfer"):
         return None
     return "lstm" if ":lstm:" in uid else "race" if ":race" in uid else "gpt"
 

@@ -26,6 +26,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from finetune_times import group  # beside this file
 
 from gpt1lib import experiments as ex
 from gpt1lib import finetune, scoring
@@ -46,12 +47,7 @@ def fake_updates() -> None:
 
 def gpt_units(plan: list[dict]) -> list[str]:
     """The GPT's fine-tuning units of one run each, RACE's apart."""
-    kinds = ("finetune", "objective", "transfer", "ablation")
-    return [
-        u["id"]
-        for u in plan
-        if recipe.kind(u) in kinds and ":lstm:" not in u["id"] and ":race" not in u["id"]
-    ]
+    return [u["id"] for u in plan if group(u["id"]) == "gpt"]
 
 
 def main() -> None:
