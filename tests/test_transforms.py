@@ -110,7 +110,11 @@ def test_collate_pads_right_and_points_at_classify():
     assert b.ids.shape == (2, 6) and b.extract.tolist() == [5, 2]
     assert (b.ids[torch.arange(2), b.extract] == C).all()
     assert b.mask.sum(1).tolist() == [6, 3] and b.labels.tolist() == [0, 1]
-    assert collate(items, pad_to=10).ids.shape == (2, 10)
+    padded = collate(items, pad_to=10, pad_id=7)
+    assert padded.ids.shape == (2, 10) and padded.ids[1, :3].tolist() == list(items[1].seqs[0])
+    assert (padded.ids[1, 3:] == 7).all() and padded.ids[0, :6].tolist() == list(items[0].seqs[0])
+    with pytest.raises(ValueError, match="6 tokens does not fit pad_to=4"):
+        collate(items, pad_to=4)
 
 
 def test_unknown_family_is_an_error():
