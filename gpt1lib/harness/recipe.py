@@ -32,7 +32,7 @@ RATES = {
         "lstm_start_s": (10.1, "2026-11-24 ee22f51: 1,707 updates in 109.8 s"),
         "lstm_update_s": (0.0584, "2026-11-24 ee22f51: the LSTM loop timed, 64 x 512 tokens"),
         "save_s": (1.32, "2026-11-24 ee22f51: a resumable checkpoint written"),
-        "ft_run_s": (2.4, "2026-11-26 ca0d5ec: 25 GPT runs' 60.8 s beyond updates and scoring"),
+        "ft_run_s": (0.5, "2026-11-26 49225fa: 34 runs' 17.0 s beyond updates and scoring"),
         "ft_step_s": (0.025, "2026-11-24: a step of 32 short sequences, launch-bound"),
         "ft_graph_step_s": (0.001, "2026-11-26 a27161b bench: a replayed step beyond its GPU time"),
         "ft_graph_token_s": (3.3e-6, "2026-11-26 a27161b bench: GPU 7.0 ms, 32 x 67 padded tokens"),
