@@ -217,20 +217,17 @@ def warn_data(spec: TaskSpec, splits: dict[str, Sequence[Example]]) -> None:
         )
 
 
-def warn_truncated(spec: TaskSpec, encoded: dict, n_ctx: int) -> dict:
-    """How many examples of each split (``encoded``: name -> their §3.3 encodings) lost tokens
-    to fit ``n_ctx``; a ``DataWarning`` for each split that lost any."""
-    out = {}
+def warn_truncated(spec: TaskSpec, encoded: dict, n_ctx: int) -> None:
+    """A ``DataWarning`` for each split (``encoded``: name -> its §3.3 encodings) of which some
+    examples lost tokens to fit ``n_ctx``."""
     for split, items in encoded.items():
-        out[split] = sum(enc.truncated for enc in items)
-        if out[split]:
+        if cut := sum(enc.truncated for enc in items):
             warnings.warn(
-                f"{spec.name} {split}: {out[split]} of {len(items)} examples truncated to fit "
+                f"{spec.name} {split}: {cut} of {len(items)} examples truncated to fit "
                 f"n_ctx={n_ctx} tokens (gpt1lib.transforms says what is cut)",
                 DataWarning,
                 stacklevel=3,
             )
-    return out
 
 
 def positive_int(text: str) -> int:

@@ -132,7 +132,7 @@ def short_names(labels) -> dict[str, str]:
 
 #: A run label at the start of a table's column head, row name or ``run`` cell ("cpu run, 2 CPU
 #: cores, commit 9f484a9, seed 0", alone or before ": <row>" or " · <what>").
-_RUN = re.compile(r"^((?:smoke|cpu|small|paper) run, [^:·]*?)(?=$|: | · )")
+_RUN = re.compile(rf"^((?:{'|'.join(SCALES)}) run, [^:·]*?)(?=$|: | · )")
 
 
 def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:

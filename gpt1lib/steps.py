@@ -111,11 +111,17 @@ def eager_stand_in(fn: Callable[[], torch.Tensor], pool):
     return fn, pool
 
 
+def graphs_asked(cfg) -> bool:
+    """Whether a fine-tuning protocol replays its updates where it can: ``cfg.graphs``, and not
+    compiled (a device, precision and model may still rule it out: ``graphs_pay``)."""
+    return cfg.graphs and not cfg.compile
+
+
 def graphs_pay(device: torch.device, model: torch.nn.Module, cfg, precision) -> bool:
-    """Whether a fine-tuning run replays its updates as graphs: on CUDA, with ``cfg.graphs``,
-    not compiled, no float16 loss scaling (its skipped steps wait for the GPU), and a
-    transformer (the LSTM's cuDNN kernels are left as they were)."""
-    eager = cfg.compile or precision.loss_scaling or not cfg.graphs
+    """Whether a fine-tuning run replays its updates as graphs: on CUDA, ``graphs_asked``, no
+    float16 loss scaling (its skipped steps wait for the GPU), and a transformer (the LSTM's
+    cuDNN kernels are left as they were)."""
+    eager = precision.loss_scaling or not graphs_asked(cfg)
     return device.type == "cuda" and not eager and isinstance(model.transformer, FastGPT)
 
 
@@ -146,7 +152,6 @@ class GraphedSteps:
     def step(self, batch: Batch, lr: float) -> torch.Tensor | None:
         key = (*batch.ids.shape, batch.labels.dtype, batch.n_seq)
         graph = self._graph(key, batch)
-        self.opt.zero_grad(set_to_none=True)  # a capture's gradients, made or failed: its own
         if graph is None:
             return None
         replay, buffers = graph
@@ -172,20 +177,20 @@ class GraphedSteps:
                 _failed(self.device, reason, e)
                 self.failed.append(reason)
                 self.graphs[key] = None
+            self.opt.zero_grad(set_to_none=True)  # a capture's gradients, made or failed: its own
             return self.graphs[key]
         return self.graphs[key] if isinstance(self.graphs[key], tuple) else None
 
     @staticmethod
     def _load(buffers: Batch, batch: Batch) -> None:
         """Copy ``batch`` into the buffers its shape's graph reads."""
-        for name in ("ids", "extract", "mask", "labels"):
-            if (src := getattr(batch, name)) is not None:
-                getattr(buffers, name).copy_(src, non_blocking=True)
+        for name in ("ids", "extract", "mask", "labels"):  # labels too: a shape's key holds them
+            getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
 
     def close(self) -> None:
         """Free the graphs and their memory now (a run's end), not when a garbage collection
         finds them: the graphs and the update's loss function refer to each other."""
-        self.graphs = {key: None for key in self.graphs}
+        self.graphs.clear()
         self.losses = None
 
     def _update(self, buffers: Batch) -> torch.Tensor:

@@ -185,9 +185,10 @@ def collate(
         raise ValueError("every example of a batch needs the same number of sequences (answers)")
     seqs = [q for e in items for q in e.seqs]
     lengths = np.fromiter(map(len, seqs), np.int64, len(seqs))
-    T = pad_to or padded_length(int(lengths.max()), multiple, cap)
-    if lengths.max() > T:
-        raise ValueError(f"a sequence of {lengths.max()} tokens does not fit pad_to={T}")
+    longest = int(lengths.max())
+    T = pad_to or padded_length(longest, multiple, cap)
+    if longest > T:
+        raise ValueError(f"a sequence of {longest} tokens does not fit pad_to={T}")
     real = np.arange(T) < lengths[:, None]  # the real tokens: up to _classify_
     ids = np.full(real.shape, pad_id, np.int64)  # filled at once: a row at a time was 5x slower
     ids[real] = np.concatenate(seqs, dtype=np.int64)

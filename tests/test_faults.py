@@ -5,7 +5,9 @@ with ``test_bad_checkpoints.CHECKPOINT``; they run here. Then what a case cannot
 diverged smoke run resumed from its last good checkpoint, a folder's lock while a run holds it
 and after it fails, a broken records line that a resume keeps."""
 
+import contextlib
 import errno
+import io
 import json
 import os
 import pickle
@@ -387,18 +389,20 @@ GRAPHED = {  # graphs on, lengths in multiples of 16 (shapes met again), every c
 }
 
 
-@fault(match=r"^failed captures [1-9]\d*, replays 0, the same losses: True$")
+@fault(match=r"^failed captures [1-9]\d*, replays 0, the same losses: True, said: True$")
 def graph_capture_fails(c):
     plain = _finetune(
         c, **{"gpt1lib.finetune.pad_multiple": GRAPHED["gpt1lib.finetune.pad_multiple"]}
     )
-    eager = _finetune(c, **GRAPHED)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        eager = _finetune(c, **GRAPHED)
     said = {r["metric"]: r["value"] for r in eager.records if r["split"] == "train_loss"}
     same = [r["value"] for r in plain.records if r["metric"] in ("loss", "accuracy")]
     again = [r["value"] for r in eager.records if r["metric"] in ("loss", "accuracy")]
     return (
         f"failed captures {int(said['graph_failures'])}, replays {int(said['graphed_updates'])}, "
-        f"the same losses: {np.allclose(same, again, rtol=1e-5)}"
+        f"the same losses: {np.allclose(same, again, rtol=1e-5)}, "
+        f"said: {'CUDA graph capture failed, eager for this shape' in out.getvalue()}"
     )
 
 

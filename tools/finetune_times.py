@@ -23,6 +23,8 @@ from pathlib import Path
 
 from gpt1lib import experiments as ex
 from gpt1lib.harness import recipe
+from gpt1lib.records import load_records
+from gpt1lib.runtime import GPU_PAD_MULTIPLE
 from gpt1lib.scales import SCALES
 
 #: A run's cost beyond its updates and scoring when issue 33 was filed (ab661a0's RATES).
@@ -42,8 +44,7 @@ def measured(folder: Path) -> dict[str, dict[str, float | None]]:
     done = json.loads((folder / "run.json").read_text())["done"]
     recs = defaultdict(list)
     for path in folder.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
+        for r in load_records(path):
             recs[(r.get("config") or {}).get("plan_part")].append(r)
     out = {}
     for uid, d in done.items():
@@ -68,7 +69,7 @@ def eager(scale: str, source: str, corpus: str) -> dict[str, float]:
     rates = {k: v for k, v in rates.items() if not k.startswith("ft_graph")}
     rates["ft_run_s"] = EAGER_RUN_S
     plan = recipe.units(S, recipe.available(S, source))
-    sizes = recipe.sizes(S, source, ex.scale_tokenizer(S, corpus), 64)
+    sizes = recipe.sizes(S, source, ex.scale_tokenizer(S, corpus), GPU_PAD_MULTIPLE)
     recipe.predict(plan, S, rates, sizes)
     return {u["id"]: u["seconds"] for u in plan}
 

@@ -17,7 +17,7 @@ from ..scales import FAMILY_TASKS
 from ..scoring import encode_all
 from ..selection import HELD_OUT
 from ..selection import RATES as SEARCHED
-from ..steps import MAX_TOKENS
+from ..steps import MAX_TOKENS, graphs_asked
 from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable
 from ..transforms import padded_length
 from ..zeroshot import ZERO_SHOT_SPLITS
@@ -154,7 +154,7 @@ class Predictor:
         r, st = self.r, self.sizes[task, "train"]
         seqs, tokens = cfg.batch_size * st["seqs"], cfg.batch_size * st["tokens"]
         launch = r["ft_step_s"] + r["ft_seq_s"] * max(0, seqs - 32)
-        if arch == "gpt" and cfg.graphs and tokens <= MAX_TOKENS and "ft_graph_step_s" in r:
+        if arch == "gpt" and graphs_asked(cfg) and tokens <= MAX_TOKENS and "ft_graph_step_s" in r:
             launch = r["ft_graph_step_s"] + r["ft_graph_token_s"] * tokens  # a CUDA graph
         step = max(launch, r["ft_token_s"] * tokens)
         scored = [*evals, *([(task, "train", train)] if train else [])]

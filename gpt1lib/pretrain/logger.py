@@ -1,8 +1,4 @@
-"""A pre-training run's records and progress bar (``pretrain``'s ``Logger``): the training
-loss, throughput and learning rate every ``log_interval`` updates, the validation loss every
-``eval_interval``, appended to the run's ``records.jsonl`` (``records.py``) by the main process;
-a loss that is not finite stops the run, a collapse is recorded and said.
-"""
+"""A pre-training run's records and progress bar: ``pretrain``'s ``Logger``."""
 
 from __future__ import annotations
 
