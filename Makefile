@@ -22,12 +22,18 @@ install:
 KERNEL := $(CURDIR)/_build/kernel
 export JUPYTER_PATH := $(KERNEL)/share/jupyter$(if $(JUPYTER_PATH),:$(JUPYTER_PATH))
 
+# Every tool runs through $(PYTHON), never a script found on a path: where the package was
+# already installed (a venv with system site packages, `pip install --user`, a conda base),
+# pip puts no script beside the interpreter (issue 45).
+JUPYTER_BOOK = $(PYTHON) -c 'from jupyter_book.cli.main import main; main(prog_name="jupyter-book")'
+# The book's folder (tests build a small one this way).
+BOOK ?= .
+
 # Execute every chapter at $(GPT1_SCALE) and render the HTML book into _build/html; then check
 # the pages for progress bars, warnings and machine paths (tools/check_pages.py).
 book: install
-	"$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/jupyter-book" \
-		build . -W --keep-going
-	$(PYTHON) tools/check_pages.py _build/html
+	$(JUPYTER_BOOK) build $(BOOK) -W --keep-going
+	$(PYTHON) tools/check_pages.py $(BOOK)/_build/html
 
 # Lint (ruff and tools/architecture.py), then the unit tests and every chapter through nbmake,
 # in one pytest run.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from ..chapter import PARAMETERS
@@ -149,7 +150,9 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
         estimate_on=a.estimate,
     )
     if a.book and not (a.plan_only or a.estimate):
-        subprocess.run(["jupyter-book", "build", str(ROOT), "-W", "--keep-going"], check=True)
+        book = "from jupyter_book.cli.main import main; main(prog_name='jupyter-book')"
+        build = ["build", str(ROOT), "-W", "--keep-going"]  # through this interpreter (issue 45)
+        subprocess.run([sys.executable, "-c", book, *build], check=True)
     return made
 
 
