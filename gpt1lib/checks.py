@@ -28,6 +28,8 @@ __all__ = [
     "check_batches",
     "check_finetune",
     "check_finetune_config",
+    "check_labelled",
+    "check_pretrain",
     "check_pretrain_config",
     "check_run_task",
     "check_source",
@@ -108,6 +110,34 @@ def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
     count("stop_after", stop_after, none=True, hint="None: run to total_steps")
 
 
+def check_pretrain(model, tokenizer, corpus, cfg, world: int, out_dir, stop_after) -> int:
+    """Everything that can be wrong with a ``pretrain`` call (on ``world`` processes), before
+    any work; returns the micro-batch size."""
+    check_pretrain_config(cfg, stop_after)
+    if Path(out_dir).is_file():
+        raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
+    model_cfg = model.config
+    fix = "build the model with vocab_size=tokenizer.vocab_size (or load its own tokenizer)"
+    check_tokenizer(tokenizer, model, fix)
+    if corpus.train.block != model_cfg.n_ctx + 1:
+        raise ValueError(
+            f"the corpus was cut into blocks of {corpus.train.block} tokens but the "
+            f"model's context is {model_cfg.n_ctx}: build_corpus(n_ctx={model_cfg.n_ctx})"
+        )
+    if int(corpus.train.tokens.max()) >= model_cfg.vocab_size:
+        raise ValueError(
+            "the corpus holds token ids outside the model's vocabulary: tokenise "
+            "it with the tokenizer the model was built for"
+        )
+    micro = cfg.micro_batch_size or cfg.batch_size // world
+    if cfg.batch_size % (micro * world):
+        raise ValueError(
+            f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size="
+            f"{micro} x {world} processes"
+        )
+    return micro
+
+
 def check_tokenizer(tok, model, fix: str) -> None:
     """The tokenizer's vocabulary is the model's, so every id it makes is one the model knows
     (ids are checked once, where they enter); ``fix`` ends the error."""
@@ -132,13 +162,24 @@ def check_finetune(task: TaskSpec, cfg, train, evals: dict) -> None:
             f"give labelled evaluation examples for {task.name}, e.g. "
             "{'dev': load_examples(task, 'dev', source)}"
         )
-    for split, exs in {"train": train, **evals}.items():
-        if unlabeled := [e.uid for e in exs if e.label is None]:
-            raise ValueError(
-                f"{task.name} {split} has {len(unlabeled)} unlabelled examples (e.g. "
-                f"{unlabeled[0]!r}): train and evaluate on labelled splits"
+    check_labelled(task, {"train": train, **evals})
+
+
+def check_labelled(task: TaskSpec, splits: dict[str, Sequence[Example]]) -> None:
+    """Every example of ``splits`` labelled and of ``task`` (its count of answers); then a
+    ``DataWarning`` for a split of one class (``warn_data``)."""
+    for split, exs in splits.items():
+        if bad := [e for e in exs if e.label is None or len(e.answers) != (task.n_answers or 0)]:
+            e, n = bad[0], task.n_answers or 0
+            why = (
+                "no label" if e.label is None else f"{len(e.answers)} answers; {task.title} has {n}"
             )
-    warn_data(task, {"train": train, **evals})
+            raise ValueError(
+                f"{task.name} {split}: {len(bad)} examples unlabelled or not {task.title}'s (e.g. "
+                f"{e.uid!r}: {why}): pass labelled examples of that task, e.g. "
+                f"load_examples({task.name!r}, {task.eval_split!r}, source)"
+            )
+    warn_data(task, splits)
 
 
 def check_batches(n_train: int, cfg) -> None:

@@ -11,7 +11,10 @@ too: ``layer_transfer_points`` (left: accuracy against the blocks transferred) a
 guessing and the state of the art; ``one_answer`` names the answer of a model that gave one
 to every example). ``results_records`` splits the recorded runs from this build's;
 ``protocol_selection`` reads the fine-tuning protocols a run chose on examples held out from
-train, and the trials behind them.
+train, and the trials behind them. What a run could not show: ``constant_answers`` (a model
+that gave one answer to every example: its metric says nothing of what it learned) and
+``underfitting`` (L2 after the last epoch against the loss of the best constant prediction,
+``loss.prior_loss``: a run no lower learned the label prior and nothing more).
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .facts import ABLATIONS
 from .labels import run_label
+from .loss import prior_loss
 from .records import PER_EXAMPLE, read_records
+from .selection import choose
 from .tasks import TASKS
 from .zeroshot import HEURISTICS, normalise
 
@@ -282,45 +288,103 @@ _CPU_ARMS = {
 def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each run's fine-tuning protocol selection (chapter 12): every setting tried, by run and
     arm, with its score held out from train (the mean of the selection tasks' metrics), and
-    each arm's chosen setting. ``sweep``: the cpu scale's selection rows, a file of their own
+    each arm's choice (``selection.choose``): the best and the runner-up with their scores,
+    the paired 95% interval of the best's lead, whether they tie (``selection.TIE_RULE``) and
+    the setting chosen. ``sweep``: the cpu scale's selection rows, a file of their own
     (``results/sweeps/cpu_finetune_select.jsonl``), kept before records kept them."""
-    df, rows = frame(records), []
-    for r in df[df.metric == "selection_score"].to_dict("records") if not df.empty else []:
-        c = r["config"]
-        rows.append(
-            (
-                run_label(r),
-                c["arm"],
-                c["lr"],
-                c["warmup"],
-                c["epochs"],
-                c["batch_size"],
-                r["value"],
-                ", ".join(c["metrics"]),
-            )
-        )
+    df = frame(records)
+    trials = df[df.metric == "selection_score"].to_dict("records") if not df.empty else []
     if sweep is not None and Path(sweep).is_file():
         for r in pd.read_json(sweep, lines=True).to_dict("records"):
-            rows.append(
-                (
-                    "cpu selection (tools/select_finetune_cpu.py)",
-                    _CPU_ARMS[r["arm"]],
-                    r["lr"],
-                    0.002,
-                    r["epochs"],
-                    r["batch"],
-                    r["score"],
-                    "sst2, cola",
-                )
-            )
-    cols = ["run", "arm", "lr", "warmup", "epochs", "batch", "score", "tasks"]
-    sel = pd.DataFrame(rows, columns=cols)
-    sel["setting"] = [
-        f"lr {r.lr:g}, warm-up {r.warmup:.1%}, {r.epochs} epochs, batch {r.batch}"
-        for r in sel.itertuples(index=False)
-    ]
-    grid = sel.pivot_table(index=["run", "setting"], columns="arm", values="score", sort=False)
+            config = {"arm": _CPU_ARMS[r["arm"]], "lr": r["lr"], "warmup": 0.002}
+            config |= {"epochs": r["epochs"], "batch_size": r["batch"], "metrics": [0, 0]}
+            run = "cpu selection (tools/select_finetune_cpu.py)"
+            trials.append({"run": run, "value": r["score"], "config": config})
+    for r in trials:
+        r["run"] = r.get("run") or run_label(r)
+        c = r["config"]
+        r["setting"] = f"lr {c['lr']:g}, warm-up {c['warmup']:.1%}, {c['epochs']} epochs, "
+        r["setting"] += f"batch {c['batch_size']}"
+    cols = ["run", "arm", "best", "runner-up", "lead [95% interval]", "tie", "chosen"]
+    if not trials:
+        return pd.DataFrame(columns=["run", "setting"]), pd.DataFrame(columns=cols)
+    sel = pd.DataFrame([{**r, "arm": r["config"]["arm"]} for r in trials])
+    grid = sel.pivot_table(index=["run", "setting"], columns="arm", values="value", sort=False)
     grid = grid.round(1).astype(object).where(grid.notna(), "not tried")
-    best = sel.loc[sel.groupby(["run", "arm"], sort=False).score.idxmax()] if len(sel) else sel
-    best = best.assign(lr=best.lr.map("{:g}".format), warmup=best.warmup.map("{:.1%}".format))
-    return grid, best[cols].rename(columns={"warmup": "warm-up"}).reset_index(drop=True)
+    rows = []
+    for (run, arm), g in sel.groupby(["run", "arm"], sort=False):
+        got = choose(g.to_dict("records"))
+        best, second, (lo, hi) = got["best"], got["runner_up"], got["lead"]
+        lead = best["value"] - second["value"] if second else np.nan
+        runner_up = f"{second['config']['lr']:g}: {second['value']:.1f}" if second else "none"
+        said = "no outcomes kept" if lo != lo else f"{lead:+.1f} [{lo:.1f}, {hi:.1f}]"
+        tie = "yes" if got["tied"] else "no" if lo == lo else "n/a"
+        rows.append((run, arm, f"{best['config']['lr']:g}: {best['value']:.1f}", runner_up, said))
+        rows[-1] += (tie, got["chosen"]["setting"])
+    return grid, pd.DataFrame(rows, columns=cols)
+
+
+#: The experiments a fine-tuning evaluation is recorded under, and how a page names them.
+ROWS = {"finetune": "fine-tuning (chapters 05-08)", **{v: k for k, v in ABLATIONS.items()}}
+
+
+def constant_answers(records) -> pd.DataFrame:
+    """Every final fine-tuning evaluation (chapters 05-08, Table 5's rows) whose model gave
+    one answer to every example: its run, row, task, that answer and the examples."""
+    got = final_metrics(records, tuple(ROWS))
+    rows = []
+    for r in got.to_dict("records"):
+        if (answer := one_answer(r["task"], r["outcome"])) is not None:
+            n = len(r["outcome"]["labels"])
+            rows.append((r["run"], ROWS[r["experiment"]], TASKS[r["task"]].title, answer, n))
+    return pd.DataFrame(rows, columns=["run", "row", "task", "answer", "examples"])
+
+
+def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
+    """The fine-tuning losses of ``df`` (records) after each run's last epoch: L2 where it is
+    known (recorded as ``task_loss``; or the loss of a run with λ = 0, which is L2 alone)."""
+    df = df[(df.split == "train_loss") & df.experiment.isin(list(ROWS))].copy()
+    if df.empty:
+        return df
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df = df[df.step == df.groupby(["run", "experiment", "task"]).step.transform("max")]
+    lam0 = [c.get("lm_coef") == 0 for c in df.config]
+    known = (df.metric == "task_loss") | ((df.metric == "loss") & np.array(lam0, dtype=bool))
+    return df[known].drop_duplicates(["run", "experiment", "task"], keep="last")
+
+
+def underfitting(records) -> pd.DataFrame:
+    """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
+    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``), losses to
+    three decimals: recorded with the run where it is (its training labels), else from the
+    evaluation's labels, which are what older records keep ("dev labels")."""
+    df = frame(records)
+    cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
+    cols += ["L2 minus prior", "prior from"]
+    if df.empty or "split" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    losses = _last_epoch_losses(df)
+    priors = df[df.metric == "prior_task_loss"]
+    priors = {(r["experiment"], r["task"], run_label(r)): r["value"] for _, r in priors.iterrows()}
+    labels = {
+        (r["experiment"], r["run"], r["task"]): r["outcome"]
+        for r in final_metrics(df, tuple(ROWS)).to_dict("records")
+    }
+    rows = []
+    for r in losses.to_dict("records"):
+        c, spec = r["config"], TASKS[r["task"]]
+        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "train labels"
+        outcome = labels.get((r["experiment"], r["run"], r["task"]))
+        if prior is None and isinstance(outcome, dict):  # the records keep no training labels
+            regression = (
+                c.get("regression") if spec.family == "similarity" and not spec.labels else None
+            )
+            prior = prior_loss(outcome["labels"], regression, spec.n_answers)
+            where = f"{spec.eval_split} labels"
+        if prior is None:
+            continue
+        n = c.get("train_examples")
+        updates = n // c["batch_size"] * c["epochs"] if n else None
+        losses = [f"{r['value']:.3f}", f"{prior:.3f}", f"{r['value'] - prior:+.3f}"]
+        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, *losses, where))
+    return pd.DataFrame(rows, columns=cols)

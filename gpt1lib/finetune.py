@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -40,6 +41,7 @@ from .steps import GraphedSteps, graphs_pay
 from .tasks import (
     Example,
     TaskSpec,
+    compute_metrics,
     data_location,
     get_task,
     load_examples,
@@ -339,7 +341,7 @@ class _RunLog:
         first = make_record("prior_task_loss", prior, **self.base, split="train_loss", step=0)
         self.parts = [first]
         self.run, self.model, self.data, self.device = run, model, data, device
-        self.records, self.outcomes, self.besides, self.final = [], [], [], {}
+        self.records, self.outcomes, self.besides, self.final, self.last = [], [], [], {}, {}
         self.train_time, self.t0 = 0.0, time.perf_counter()
         self.setup_time = self.t0 - t_start  # the model built and moved, the examples encoded
 
@@ -355,14 +357,15 @@ class _RunLog:
             self.outcomes = [
                 per_example_record(*scored[s][1:], uids[s], **fields, split=s) for s in scored
             ]
-            self.final = dict(scored[next(iter(self.data.evals))][0])
+            first = next(iter(self.data.evals))
+            self.final = dict(scored[first][0])
+            exs = map(repr, self.data.evals[first])  # an example's every field: the same input
+            self.last = dict(zip(exs, zip(*scored[first][1:], strict=True), strict=True))
 
     def beside(self, tok, precision, steps: Updates) -> None:
-        """The tasks scored beside the run's, by the model it trained, after the last epoch;
-        the seconds of its set-up and of its updates (an epoch's ``wall_time`` counts from the
-        set-up's end, its scoring in); how many updates were replayed as graphs, how many
-        shapes failed to be, and how many micro-batches an update was split into, if it was
-        (out of GPU memory)."""
+        """After the last epoch: the seconds of the set-up and of the updates (an epoch's
+        ``wall_time`` counts from the set-up's end), the updates replayed as graphs, the shapes
+        that failed to be, the micro-batches out of GPU memory, and the tasks scored beside."""
         fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
         times = {"setup_seconds": self.setup_time, "update_seconds": self.train_time}
         self.parts += [make_record(m, v, **fields) for m, v in times.items()]
@@ -374,16 +377,17 @@ class _RunLog:
             self.parts += [make_record("graph_failures", failed, **fields)] if failed else []
         n_ctx, cfg = self.model.transformer.config.n_ctx, self.run.cfg
         for name, examples in self.data.beside.items():
-            other = get_task(name)
-            items = encode_all(examples, other, tok, n_ctx)
-            metrics, preds, labels = evaluate(
-                self.model, other, items, cfg.eval_batch_size, precision
-            )
+            other, uids, exs = get_task(name), [e.uid for e in examples], list(map(repr, examples))
+            if not all(e in self.last for e in exs):  # else RACE-m/h: RACE's own predictions
+                items = encode_all(examples, other, tok, n_ctx)
+                got = evaluate(self.model, other, items, cfg.eval_batch_size, precision)[1:]
+                self.last |= dict(zip(exs, zip(*got, strict=True), strict=True))
+            preds, labels = map(np.array, zip(*map(self.last.get, exs), strict=True))
+            metrics = compute_metrics(other, preds, labels)
             where = {"task": other.name, "split": other.eval_split, "step": cfg.epochs}
             fields = {**self.records[0], **where}
             fields = {k: v for k, v in fields.items() if k not in ("metric", "value", PER_EXAMPLE)}
             self.besides += [make_record(m, v, **fields) for m, v in metrics.items()]
-            uids = [e.uid for e in examples]
             self.besides.append(per_example_record(preds, labels, uids, **fields))
 
     def result(self, wall: float) -> FinetuneResult:

@@ -5,7 +5,7 @@ Chapters 09-12, the results-at-a-glance page and the speed appendix call these f
 that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
 list of them, one per run) with a title naming the run it shows (``labels.run_label``), error
 bars where the run kept per-example outcomes (95% bootstrap intervals, ``stats``), and the
-paper's reference only where the paper states one (``paper.PAPER_LAYER_TRANSFER``; Figure 2
+paper's reference only where the paper states one (``facts.PAPER_LAYER_TRANSFER``; Figure 2
 (right) has none), never an invented curve point.
 """
 
@@ -26,8 +26,7 @@ from .evaluations import (
     results_records,
     zero_shot_points,
 )
-from .labels import short_runs
-from .paper import (
+from .facts import (
     ABLATIONS,
     PAPER_LAYER_TRANSFER,
     PAPER_RESULTS,
@@ -35,9 +34,9 @@ from .paper import (
     PAPER_ZERO_SHOT,
     TABLE5_COLUMNS,
     TABLE5_TASKS,
-    ablation_runs,
-    against_paper,
 )
+from .labels import short_runs
+from .paper import ablation_runs, against_paper
 from .tasks import TASKS
 from .zeroshot import HEURISTICS
 
@@ -228,7 +227,7 @@ def _transfer_curves(ax, g: pd.DataFrame, colors: dict) -> bool:
 
 def _transfer_references(ax, g: pd.DataFrame, colors: dict) -> None:
     """Each task's chance level (dotted) and the paper's one stated number, the gain of full
-    transfer (``paper.PAPER_LAYER_TRANSFER``), as a star above the run's embeddings-only point."""
+    transfer (``facts.PAPER_LAYER_TRANSFER``), as a star above the run's embeddings-only point."""
     top = int(g.n_transfer.max())
     for task in g.task.unique():
         if (chance := _chance(task)) is not None:

@@ -40,44 +40,16 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from .checkpoint import load_run
-from .checks import check_tokenizer, warn_data
+from .checks import check_labelled, check_tokenizer
+from .facts import ZERO_SHOT_BASELINES as BASELINES
+from .model import check_ids
 from .records import make_record, per_example_record, provenance
 from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar
+from .stats import METRICS
 from .tasks import Example, compute_metrics, get_task, load_examples
 from .tokenizer import Remembered
 from .transforms import padded_length
 
-#: task -> (random-guess value, state-of-the-art value, where the latter comes from, whether
-#: it is confirmed as the single-model state of the art that Figure 2 normalises by).
-BASELINES: dict[str, tuple[float, float, str, str]] = {
-    "cola": (
-        0.0,
-        35.0,
-        "best previous result, paper Table 4 (GLUE test server, Matthews correlation)",
-        "unconfirmed: the paper does not say whether it is a single model",
-    ),
-    "sst2": (
-        50.0,
-        93.2,
-        "best previous result, paper Table 4 (GLUE test server, accuracy)",
-        "unconfirmed: the paper does not say whether it is a single model",
-    ),
-    "race": (
-        25.0,
-        53.3,
-        "best previous result, paper Table 3: BiAttention MRU, a 9-model ensemble (Tay et al. "
-        "2018, arXiv:1803.09074)",
-        "unconfirmed, stands in: Table 3 lists only ensembles, and the MRU paper's single-model "
-        "RACE accuracy could not be read here",
-    ),
-    "dprd": (
-        50.0,
-        73.05,
-        "Rahman & Ng 2012 (EMNLP, 'Resolving Complex Cases of Definite Pronouns'), accuracy on "
-        "the DPRD test set, as recalled",
-        "unconfirmed: the paper's page and abstract found here give no accuracy figure",
-    ),
-}
 ZERO_SHOT_TASKS = tuple(BASELINES)
 #: The split each heuristic scores: the task's evaluation split, but RACE's dev (its test split
 #: is Table 3's, which fine-tuning reports).
@@ -138,12 +110,7 @@ def continuation_logprobs(
         p = list(p)[max(0, len(p) + len(c) - n_ctx) :]
         seqs.append(p + c)
         starts.append(max(1, len(p)))  # the first token of a sequence has no context
-    top = max((max(q) for q in seqs if q), default=0)
-    if top >= model.config.n_tokens:
-        raise ValueError(
-            f"token id {top} is outside the model's {model.config.n_tokens} tokens: score "
-            "with the tokenizer the model was trained with"
-        )
+    check_ids(torch.tensor([max((max(q) for q in seqs if q), default=0)]), model.config)
     out, multiple = [(0.0, 0)] * len(seqs), pad_multiple(device)  # (log-probability, tokens)
 
     def score(idx: list[int]) -> None:
@@ -198,18 +165,13 @@ def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "matthews") -> float:
     """The threshold on ``scores`` (predict 1 above it) with the highest Matthews correlation
-    (or ``metric="accuracy"``) against ``labels``; the lowest such threshold on a tie."""
+    (or ``metric="accuracy"``) against ``labels``; the lowest such threshold on a tie. Every
+    candidate is scored at once, as the bootstrap scores its resamples (``stats.METRICS``)."""
     s = np.sort(np.unique(scores))
     candidates = np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
-    pred, y = scores[None, :] > candidates[:, None], np.asarray(labels).astype(bool)[None, :]
-    tp, fp = (pred & y).sum(1), (pred & ~y).sum(1)
-    fn, tn = (~pred & y).sum(1), (~pred & ~y).sum(1)
-    if metric == "accuracy":
-        value = (tp + tn) / y.size
-    else:  # as sklearn's matthews_corrcoef: 0 where a row or column of the table is empty
-        den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn), dtype=float)
-        value = np.divide(tp * tn - fp * fn, den, out=np.zeros(len(den)), where=den > 0)
-    return float(candidates[int(np.argmax(value))])
+    pred = (scores[None, :] > candidates[:, None]).astype(int)
+    y = np.broadcast_to(np.asarray(labels).astype(int), pred.shape)
+    return float(candidates[int(np.argmax(METRICS[metric](pred, y)))])
 
 
 def sst2_margins(model, tok, texts: Sequence[str]) -> np.ndarray:
@@ -270,22 +232,14 @@ def dprd_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
 def zero_shot_score(
     model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
 ) -> float:
-    """The task's metric (percent) of heuristic ``task`` (``HEURISTICS``) on ``examples``."""
-    spec = get_task(HEURISTICS.get(task, task))
-    preds = zero_shot_predictions(model, tok, task, examples, train)
-    labels = np.array([e.label for e in examples])
-    return compute_metrics(spec, preds, labels)[spec.metrics[0]]
-
-
-def zero_shot_predictions(
-    model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
-) -> np.ndarray:
-    """Heuristic ``task``'s prediction for each of ``examples`` (a class or answer index; -1
-    where RACE has no answer to score): a task of ``ZERO_SHOT_TASKS`` or ``sst2_calibrated``."""
+    """The task's metric (percent) of heuristic ``task`` (a task of ``ZERO_SHOT_TASKS`` or
+    ``sst2_calibrated``) on ``examples``."""
     name = task if task in THRESHOLDED else get_task(task).name
     _check(model, tok, name, examples, train)
     train = train if name in THRESHOLDED else None
-    return _predictions(model, tok, name, examples, train)["race" if "race" in name else name]
+    preds = _predictions(model, tok, name, examples, train)["race" if "race" in name else name]
+    spec = get_task(HEURISTICS.get(task, task))
+    return compute_metrics(spec, preds, np.array([e.label for e in examples]))[spec.metrics[0]]
 
 
 def task_predictions(
@@ -329,17 +283,9 @@ def _check(model, tok, name: str, examples, train) -> None:
     if name in THRESHOLDED and not train:
         title = spec.title + ("" if name == spec.name else " calibrated")
         raise ValueError(f"{title}'s threshold is chosen on training examples: pass train=")
-    for what, exs in (("examples", examples), ("train", train or [])):
-        if what == "examples" and not exs:
-            raise ValueError(f"no examples to score {spec.name} on: pass load_examples(...)")
-        bad = [e.uid for e in exs if e.label is None or len(e.answers) != (spec.n_answers or 0)]
-        if bad:
-            raise ValueError(
-                f"{what}: {len(bad)} {spec.name} examples are unlabelled or not {spec.title}'s "
-                f"(e.g. {bad[0]!r}): pass labelled examples of that task, e.g. "
-                f"load_examples({spec.name!r}, {spec.eval_split!r}, source)"
-            )
-    warn_data(spec, {"evaluation": examples, "train": train or []})
+    if not examples:
+        raise ValueError(f"no examples to score {spec.name} on: pass load_examples(...)")
+    check_labelled(spec, {"evaluation": examples, "train": train or []})
 
 
 def normalise(task: str, value: float) -> float:

@@ -42,9 +42,10 @@ def _trained(c, out, stop_after=None, resume=False, **cfg):
 
 
 def _logged(run):
-    """A run's logged values by (metric, step), but its throughput (wall time)."""
+    """A run's logged values by (metric, step), but its throughput and seconds (wall time)."""
     rows = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
-    return {(r["metric"], r["step"]): r["value"] for r in rows if r["metric"] != "tokens_per_s"}
+    timed = [r for r in rows if r["metric"] != "tokens_per_s" and r["split"] != "time"]
+    return {(r["metric"], r["step"]): r["value"] for r in timed}
 
 
 def _flip(path, n=100):

@@ -193,7 +193,7 @@ def finetune_no_training_examples(c):
     _finetune(c, [], {"dev": load_examples("sst2", "dev")})
 
 
-@library(ValueError, match="sst2 dev has 16 unlabelled examples")
+@library(ValueError, match="sst2 dev: 16 examples unlabelled")
 def finetune_unlabelled_evaluation_split(c):
     _finetune(c, load_examples("sst2", "train"), {"dev": load_examples("sst2", "test")})
 
@@ -286,7 +286,7 @@ def zero_shot_no_examples(c):
     zero_shot_score(c.model, c.tok, "sst2", [])
 
 
-@library(ValueError, match="16 sst2 examples are unlabelled")
+@library(ValueError, match="sst2 evaluation: 16 examples unlabelled")
 def zero_shot_unlabelled_examples(c):
     zero_shot_score(c.model, c.tok, "sst2", load_examples("sst2", "test"))
 

@@ -73,11 +73,14 @@ def test_the_pages_give_each_finding_the_verdict_of_the_one_rule(tmp_path, shape
             progress_bar=False,
         )
         text = _text(json.loads(out.read_text()))
-        for said in [*expected.verdict, *expected.confounds]:
+        for said in [*expected.verdict, *expected["treatment confounds"], *expected["left out"]]:
             for part in (p for p in said.removeprefix("not shown (").rstrip(")").split("; ") if p):
                 assert part.replace("'", "&#x27;") in text or part in text, (page, part)
-    if shape == "ee22f51":  # the issue's reading of that run, by the one rule
+    if shape == "ee22f51":  # issue 43's reading of that run, by the rule in two parts
         said = expected.set_index("finding")
         assert all(v.startswith("not shown") for v in said.verdict)
-        assert "+3.5, under 4.9" in said.verdict["pre-training"]
-        assert "unequal pre-training" in said.confounds["transformer over LSTM"]
+        assert "where both learned: +3.7, under 4.9" in said.verdict["pre-training"]
+        assert "CoLA" in said["left out"]["pre-training"]  # from scratch: one answer on CoLA
+        lstm = said.loc["transformer over LSTM"]
+        assert lstm.verdict.startswith("not shown (1 treatment confound; 2 tasks left")
+        assert "unequal pre-training" in lstm["treatment confounds"]

@@ -101,7 +101,7 @@ def _runs_no_code(c, load, *args):
 
 @fault(
     FloatingPointError,
-    match=r"(?s)update 3: the training loss is nan at learning rate "
+    match=r"(?s)update 3: the training loss is not finite at learning rate "
     r"7\.50e-04: stopped\. Last good checkpoint: \S+step_00000002 .*resume from it",
 )
 def pretrain_loss_not_finite(c):

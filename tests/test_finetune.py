@@ -336,5 +336,5 @@ def test_unlabelled_or_wrong_answer_count_is_refused():
         examples = ([Example(("a",), label=None)], {"dev": [Example(("b",), label=0)]})
         finetune(pre, Tok(), FinetuneRun("sst2", examples=examples, progress=False))
     bad = Example(("doc", "q"), answers=("a", "b"), label=0)
-    with pytest.raises(ValueError, match="has 2 answers; the task has 4"):
+    with pytest.raises(ValueError, match="2 answers; RACE has 4"):
         finetune(pre, Tok(), FinetuneRun("race", examples=([bad], {"dev": [bad]}), progress=False))

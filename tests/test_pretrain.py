@@ -104,6 +104,30 @@ def test_a_short_run_lowers_the_loss_and_writes_records(tok, corpus, tmp_path):
     assert [p.name for p in r.log_checkpoints][-1] == "step_00000040"
     assert latest_checkpoint(tmp_path).name == "step_00000040"
     assert {c["loss_path"] for c in h.config} == {"fused"}  # the CPU's L1, said by each record
+    # where the time went: each part once, at the last update; the loop's parts add up to it
+    t = h[h.split == "time"].set_index("metric")
+    parts = ["setup", "update", "first_update", "eval", "save"]
+    assert sorted(t.index) == sorted(f"{p}_seconds" for p in parts) and set(t.step) == {40}
+    assert (t.value > 0).all() and t.value["update_seconds"] > t.value["first_update_seconds"]
+    loop = t.value[["update_seconds", "eval_seconds", "save_seconds"]].sum()
+    assert loop == pytest.approx(h[h.split != "time"].wall_time.max(), rel=0.1)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("GPT1_TEST_COMPILE"),
+    reason="torch.compile takes about a minute on a 2-core CPU; GPT1_TEST_COMPILE=1",
+)
+def test_a_compiled_run_learns_as_an_eager_one_and_leaves_the_model_eager(tok, corpus, tmp_path):
+    """``compile=True`` compiles the transformer block by block for the loop alone."""
+    cfg = replace(SMOKE, total_steps=6, eval_interval=3, ckpt_interval=6, n_log_checkpoints=2)
+    losses = []
+    for name, compile in (("eager", False), ("compiled", True)):
+        model = _model(tok)
+        run = replace(cfg, compile=compile)
+        h = pretrain(model, tok, corpus, run, tmp_path / name, progress=False).history
+        losses.append(h[h.metric.isin(["train_loss", "val_loss"])].value.to_numpy())
+    assert all(b._compiled_call_impl is None for b in model.h) and model.compiled_loss is None
+    assert len(losses[0]) == 4 and losses[1] == pytest.approx(losses[0], rel=1e-3)
 
 
 def test_log_spaced_checkpoints_may_start_past_the_first_update():

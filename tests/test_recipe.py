@@ -10,7 +10,7 @@ import pytest
 
 from gpt1lib.harness import recipe
 from gpt1lib.scales import SCALES
-from gpt1lib.selection import RATES, best, chosen, with_chosen
+from gpt1lib.selection import HELD_OUT, RATES, TIE_RULE, best, choose, chosen, with_chosen
 
 REAL = {
     ("cola", "dev"): (1043, 1, 64), ("cola", "train"): (8551, 1, 64),
@@ -48,7 +48,7 @@ def _of(plan, kind):
 def test_the_small_recipe_fits_one_lease_on_an_h100(small):
     S, plan, rates, total, how = small
     assert how == "H100, measured (small scale)"
-    assert total / 60 <= 12.0  # of a lease's ~14 minutes of run: start, idle and copies beside
+    assert total / 60 <= 12.5  # issue 43: of a lease's 15 minutes, start and copies beside
     parts = {recipe.PART[recipe.kind(u)] for u in plan}
     assert parts == set(recipe.PART.values()) and all(u["seconds"] > 0 for u in plan)
     table = recipe.format_units(plan, S, how, rates["setup_s"])
@@ -59,7 +59,7 @@ def test_the_small_recipe_fits_one_lease_on_an_h100(small):
 def test_the_small_recipe_holds_what_the_findings_need(small):
     S, plan, *_ = small
     gpt, lstm = _of(plan, "pretrain")
-    assert (gpt["arch"], lstm["arch"]) == ("gpt", "lstm") and S.pretrain.total_steps >= 2_500
+    assert (gpt["arch"], lstm["arch"]) == ("gpt", "lstm") and S.pretrain.total_steps >= 4_000
     assert S.pretrain.n_log_checkpoints >= 6 and S.zero_shot_examples >= 1_000
     assert {u["arch"] for u in _of(plan, "zeroshot")} == {"gpt", "lstm"}
     for task in ("cola", "stsb", "mrpc", "rte", "story_cloze"):  # whole
@@ -81,10 +81,13 @@ def test_the_small_recipe_holds_what_the_findings_need(small):
     assert ids.index(picks[-1]) < ids.index("finetune:sst2")  # the rest run with the choice
 
 
-def test_the_selection_takes_at_most_a_minute(small):
+def test_the_selection_holds_out_enough_examples_to_tell_rates_apart(small):
+    """Issue 43: 15% of the whole CoLA and STS-B train sets, not 112 examples a task."""
     S, plan, *_ = small
-    assert sum(u["seconds"] for u in _of(plan, "select")) <= 60
-    assert S.selection_tasks and S.selection_examples
+    assert S.selection_tasks == ("cola", "stsb") and S.selection_examples is None
+    held = {t: int(SIZES[t, "train"]["n"] * HELD_OUT) for t in S.selection_tasks}
+    assert held == {"cola": 1282, "stsb": 862}
+    assert sum(u["seconds"] for u in _of(plan, "select")) <= 150  # predicted: about 2 minutes
 
 
 def test_a_prediction_follows_the_work(small):
@@ -127,6 +130,50 @@ def test_each_row_takes_the_rate_that_scored_best_on_held_out_train():
     assert S.finetune_for("no_pretraining").lr == 2.5e-4  # not searched: the full row's
     with pytest.raises(ValueError, match="run the search first"):
         best([])
+
+
+def _trial(lr: float, right: int, start: int = 0, arm: str = "full") -> dict:
+    """A selection record of 1,000 held-out CoLA and STS-B examples, ``right`` of them from
+    ``start`` on answered right (CoLA) or scored within 0.5 (STS-B; the rest 2.5 off)."""
+    y, ok = [i % 2 for i in range(1000)], lambda i: start <= i < start + right
+    cola = [v if ok(i) else 1 - v for i, v in enumerate(y)]
+    s = [float(i % 6) for i in range(1000)]
+    stsb = [v + (0.5 if ok(i) else 2.5) * (-1) ** i for i, v in enumerate(s)]
+    outcomes = {
+        "cola": {"predictions": cola, "labels": y},
+        "stsb": {"predictions": stsb, "labels": s},
+    }
+    score = 100 * right / 1000
+    config = {
+        "arm": arm,
+        "lr": lr,
+        "warmup": 0.002,
+        "epochs": 3,
+        "metrics": {"cola": score, "stsb": score},
+    }
+    return {"value": score, "metric": "selection_score", "config": config | {"outcomes": outcomes}}
+
+
+def test_a_tie_in_the_selection_is_broken_by_the_stated_rule():
+    """Issue 43: where the best rate's paired interval against another includes 0 they tie,
+    and the one nearest the paper's 6.25e-5 is chosen; a clear lead keeps the best."""
+    clear = [_trial(6.25e-5, 500), _trial(2.5e-4, 800), _trial(1e-3, 550)]
+    got = choose(clear)
+    assert got["settings"]["lr"] == 2.5e-4 and got["tied"] == [] and got["lead"][0] > 0
+    assert got["runner_up"]["config"]["lr"] == 1e-3
+    # 5 of 1,000 apart, 35 examples answered otherwise: the paired interval includes 0
+    close = [_trial(6.25e-5, 795, start=20), _trial(2.5e-4, 800), _trial(1e-3, 500)]
+    got = choose(close)
+    assert got["best"]["config"]["lr"] == 2.5e-4 and got["tied"] == [6.25e-5]
+    assert got["lead"][0] <= 0 <= got["lead"][1] and got["settings"]["lr"] == 6.25e-5
+    far = [_trial(6.25e-5, 500), _trial(2.5e-4, 795, start=20), _trial(1e-3, 800)]
+    assert choose(far)["settings"]["lr"] == 2.5e-4  # of the tied 1e-3 and 2.5e-4, the nearer
+    lstm = [_trial(lr, r, arm="lstm") for lr, r in ((6.25e-5, 300), (2.5e-4, 500), (1e-3, 900))]
+    assert chosen(close + lstm) == {
+        "full": {"lr": 6.25e-5, "warmup": 0.002, "epochs": 3},
+        "lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3},
+    }
+    assert "nearest the paper's 6.25e-5" in TIE_RULE
 
 
 def test_the_tasks_scored_beside_another_are_scored():

@@ -6,13 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpt1lib.facts import (
+    PAPER_RESULTS,
+    PAPER_TABLE5,
+    TABLE5_TASKS,
+)
 from gpt1lib.labels import run_label, short_names
 from gpt1lib.paper import (
     FINDINGS,
     GLUE_ROW,
-    PAPER_RESULTS,
-    PAPER_TABLE5,
-    TABLE5_TASKS,
     ablation_deltas,
     ablation_differences,
     ablation_table,
@@ -300,65 +302,3 @@ def test_short_names_tell_the_runs_of_a_table_apart():
     rerun = "cpu run, 2 CPU cores, commit 9f484a9, seed 1, λ 0"
     names = short_names([cpu, small, rerun])
     assert names[cpu] == "cpu run, seed 0" and names[rerun] == "cpu run, seed 1, λ 0"
-
-
-def _pretrained(arch: str, updates: int) -> dict:
-    config = {"pretrain": {"batch_size": 64}, "model": {"config": {"n_ctx": 512}}}
-    return make_record(
-        "train_loss",
-        4.0,
-        task="lm",
-        split="train",
-        step=updates,
-        experiment=f"pretrain:{arch}",
-        scale="small",
-        commit="abc",
-        device="NVIDIA H100 80GB HBM3",
-        seed=0,
-        config=config,
-    )
-
-
-def test_one_rule_for_every_finding_its_confounds_read_from_the_records():
-    """A finding holds only on the paper's side, beyond its interval, at a third of the paper's
-    size where it states one, and with no confound: one answer to every example, a score below
-    chance, unequal pre-training, fewer training examples (issue 35)."""
-    from gpt1lib.findings import RULE, findings
-
-    y = [i % 2 for i in range(2000)]
-    good = [v if i % 4 else 1 - v for i, v in enumerate(y)]  # 75%
-    half = [(i // 2) % 2 for i in range(len(y))]  # 50%, its answers varied
-    slight = [v if i % 25 else 1 - v for i, v in enumerate(y)]  # 96%: 4 points over good
-    base = _arm("sst2", "accuracy", good, y, "finetune")
-
-    def verdicts(*arms, ups=(2500, 2500)):
-        recs = base + [r for arm in arms for r in arm]
-        recs += [_pretrained("gpt", ups[0]), _pretrained("lstm", ups[1])]
-        return findings(recs).set_index("finding").verdict
-
-    said = verdicts(_arm("sst2", "accuracy", half, y, "ablation:no_pretraining"))
-    assert said["pre-training"] == "yes"
-    better = [v if i % 4 or i % 100 < 16 else 1 - v for i, v in enumerate(y)]  # 79%: +4 on good
-    small_gain = _arm("sst2", "accuracy", better, y, "finetune")
-    recs = small_gain + _arm("sst2", "accuracy", good, y, "ablation:no_pretraining")
-    low = findings(recs).set_index("finding").verdict["pre-training"]
-    assert low.startswith("not shown (the average: +4.") and "under 4.9" in low
-    constant = _arm("sst2", "accuracy", [1] * len(y), y, "ablation:no_pretraining")
-    said = findings(base + constant).set_index("finding").loc["pre-training"]
-    assert said.verdict == "not shown (1 confound)"
-    assert (
-        said.confounds
-        == "Transformer w/o pre-training gives one answer, 'positive', to all 2,000 of SST-2"
-    )
-    wrong = _arm("sst2", "accuracy", [1 - v for v in good], y, "ablation:lstm")  # 25%: below 50
-    recs = base + wrong + [_pretrained("gpt", 2500), _pretrained("lstm", 800)]
-    said = findings(recs).set_index("finding").loc["transformer over LSTM"]
-    assert said.verdict == "not shown (2 confounds)"
-    assert "LSTM w/ aux LM below chance on SST-2: 25.0" in said.confounds
-    assert "unequal pre-training: the LSTM 800 updates (26 M tokens), the transformer" in (
-        said.confounds
-    )
-    same = verdicts(_arm("sst2", "accuracy", half, y, "ablation:lstm"))["transformer over LSTM"]
-    assert same == "yes" and "no confound" in RULE
-    against = verdicts(_arm("sst2", "accuracy", slight, y, "ablation:lstm"))
-    assert against["transformer over LSTM"].startswith("not shown (the average: against the paper")

@@ -37,7 +37,7 @@ def _env(**kw) -> dict:
 def test_the_rehearsal_runs_the_whole_recipe_from_a_bundle_in_two_commands(tmp_path):
     b, out, work = tmp_path / "bundle", tmp_path / "out", tmp_path / "work"
     bundle.build("smoke", "fixture", b, log=lambda *_: None)
-    env = _env(FRESH="1", WORK=str(work), BUNDLE=str(b), OUT=str(out), START_MIN="0.05")
+    env = _env(FRESH="1", WORK=str(work), BUNDLE=str(b), OUT=str(out), START_MIN="0.3")
     first = subprocess.run(
         ["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=600
     )
@@ -92,6 +92,15 @@ def test_the_rehearsal_runs_the_whole_recipe_from_a_bundle_in_two_commands(tmp_p
     rows = {line.split()[0]: line.split()[1:8] for line in times.stdout.splitlines()[1:]}
     units, wall, updates, scoring, rest, setup, after = map(float, rows["all"])
     assert units == 45 and min(updates, scoring, setup) > 0 and after >= -0.05 * units
+    # each pre-training unit's time beside its updates (tools/pretrain_times.py, issue 43)
+    times = [sys.executable, str(ROOT / "tools" / "pretrain_times.py"), str(kept)]
+    times = subprocess.run(times, capture_output=True, text=True)
+    assert times.returncode == 0, times.stderr[-3000:]
+    head, *rows = (line.split() for line in times.stdout.splitlines())
+    assert [r[0] for r in rows] == ["pretrain:gpt", "pretrain:lstm"] and "beyond" in head
+    for r in rows:
+        got = dict(zip(head, r, strict=True))
+        assert float(got["updates"]) == 80 and float(got["wall"]) > float(got["beyond"]) > 0
 
     # a rerun skips every unit; --stop-after ends a run before a unit that would not finish
     cmd = [sys.executable, "-m", "gpt1lib.harness.reproduce", "--scale", "smoke"]

@@ -60,6 +60,6 @@ def test_the_cpu_scales_protocols_are_its_selections_choices():
     sweep = Path(__file__).parents[1] / "results" / "sweeps" / "cpu_finetune_select.jsonl"
     _, picked = protocol_selection([], sweep)
     assert len(picked) == 4
-    for row in picked.itertuples(index=False):
-        cfg = SCALES["cpu"].finetune_for(row.arm)
-        assert (cfg.lr, cfg.epochs, cfg.batch_size) == (float(row.lr), row.epochs, row.batch)
+    for arm, chosen in zip(picked.arm, picked.chosen, strict=True):
+        cfg = SCALES["cpu"].finetune_for(arm)
+        assert chosen == f"lr {cfg.lr:g}, warm-up 0.2%, {cfg.epochs} epochs, batch {cfg.batch_size}"

@@ -5,6 +5,7 @@ the masked-in rows), the vocabulary padded for the output matmul (``pad_vocab_to
 dropout masks and written-out attention, and ``torch.compile``.
 """
 
+import contextlib
 import os
 
 import pytest
@@ -260,10 +261,13 @@ def test_fast_dropout_is_dropout_in_training():
     ],
 )
 @pytest.mark.parametrize("path", ["fused", "logits"])
-def test_compiled_model_computes_the_same_loss_and_gradients(device, path):
+@pytest.mark.parametrize("how", ["whole", "regions"])
+def test_compiled_model_computes_the_same_loss_and_gradients(device, path, how):
     """On CUDA under bf16 autocast, the fused loss compiled into the graph gave all-zero
     gradients (an H100, torch 2.11): pre-training learned nothing. It now runs eagerly; the
-    full logits (pre-training's path where it compiles on CUDA) are compiled into the graph."""
+    full logits (pre-training's path where it compiles on CUDA) are compiled into the graph.
+    Pre-training compiles the transformer block by block (``FastGPT.compiled_regions``), and
+    is eager again after it."""
     torch.manual_seed(0)
     pad = 64 if device == "cuda" else 1
     model = FastGPT(preset("tiny", **NO_DROPOUT), pad).to(device).train()
@@ -272,9 +276,12 @@ def test_compiled_model_computes_the_same_loss_and_gradients(device, path):
     with torch.autocast(device, torch.bfloat16, enabled=device == "cuda"):
         expected = model(x[:, :-1], targets=x[:, 1:]).loss
     g_expected = _grads(expected, *model.parameters())
-    compiled = torch.compile(model)
-    with torch.autocast(device, torch.bfloat16, enabled=device == "cuda"):
+    regions = model.compiled_regions() if how == "regions" else contextlib.nullcontext()
+    with regions, torch.autocast(device, torch.bfloat16, enabled=device == "cuda"):
+        compiled = model if how == "regions" else torch.compile(model)
         got = compiled(x[:, :-1], targets=x[:, 1:]).loss
+        assert how == "whole" or all(b._compiled_call_impl for b in model.h)
+    assert all(b._compiled_call_impl is None for b in model.h) and model.compiled_loss is None
     tol = {"atol": 1e-6, "rtol": 1e-4} if device == "cpu" else {"atol": 1e-3, "rtol": 2e-2}
     assert torch.allclose(got, expected, atol=1e-5 if device == "cpu" else 1e-3)
     got_grads = _grads(got, *model.parameters())

@@ -25,7 +25,7 @@ PACKAGE = ROOT / "gpt1lib"
 
 #: Each module's layer; a module imports only from its own layer or those below it.
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("runtime", "paths", "files", "hub", "records", "stats"),  # infrastructure
+    0: ("runtime", "paths", "files", "hub", "records", "stats", "facts"),  # infrastructure, facts
     1: ("tasks", "tasks.registry", "tasks.layout", "tasks.readers", "tasks.sources",
         "tasks.bundle"),  # data
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids

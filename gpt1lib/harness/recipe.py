@@ -26,9 +26,9 @@ from ..zeroshot import ZERO_SHOT_SPLITS
 #: H100's: ../shared/notes/gpu-lease-2026-11-2{4,6}.md (ee22f51, a5300d5), results/bench (a27161b).
 RATES = {
     ("small", "H100"): {
-        "setup_s": (20.0, "assumed: imports, CUDA and the bundle's tokenizer (not timed)"),
-        "gpt_start_s": (46.2, "2026-11-26 a5300d5: 3,000 updates in 145.2 s, 4,000 in 178.2 s"),
-        "gpt_update_s": (0.0330, "2026-11-26 a5300d5: the 1,000 updates between those runs"),
+        "setup_s": (10.0, "assumed: imports took 7.6 s on this 2-core CPU"),
+        "gpt_start_s": (26.6, "predicted: 49225fa's 50.2 s, its 38.6 s compiling x 33/85 (CPU)"),
+        "gpt_update_s": (0.0349, "2026-11-26 a5300d5: 940k tokens/s, no wait for the GPU a step"),
         "lstm_start_s": (10.1, "2026-11-24 ee22f51: 1,707 updates in 109.8 s"),
         "lstm_update_s": (0.0584, "2026-11-24 ee22f51: the LSTM loop timed, 64 x 512 tokens"),
         "save_s": (1.32, "2026-11-24 ee22f51: a resumable checkpoint written"),
@@ -41,15 +41,16 @@ RATES = {
         "eval_batch_s": (0.008, "2026-11-24 ee22f51: scoring, a batch beyond its tokens"),
         "eval_token_s": (0.4e-6, "2026-11-24 ee22f51: scoring, a padded token"),
         "zs_token_s": (1.07e-6, "2026-11-24 ee22f51: zero-shot, 10 x 3.8 M tokens in 40.8 s"),
-        "lstm_ft_ratio": (0.59, "2026-11-24 ee22f51: Table 5's LSTM runs 21.1 s, the GPT's 35.8"),
+        "lstm_ft_ratio": (0.41, "2026-11-26 49225fa: Table 5's 8 LSTM runs in 35.0 s"),
+        "lstm_zs_ratio": (0.69, "2026-11-26 49225fa: zero-shot 13.6 s, the transformer's 19.6"),
     },
     # this project's 2-core CPU: fit to the units of tools/rehearse_gpu.sh at smoke, 2026-11-26
     ("smoke", "cpu"): {
         "setup_s": (5.0, "fit"), "gpt_start_s": (0.3, "fit"), "gpt_update_s": (0.01, "fit"),
         "lstm_start_s": (0.2, "fit"), "lstm_update_s": (0.01, "fit"), "save_s": (0.02, "fit"),
         "ft_run_s": (0.12, "fit"), "ft_step_s": (0.004, "fit"), "ft_seq_s": (0.0001, "fit"),
-        "ft_token_s": (1e-6, "fit"), "eval_batch_s": (0.002, "fit"),
-        "eval_token_s": (1e-6, "fit"), "zs_token_s": (3e-6, "fit"), "lstm_ft_ratio": (0.8, "fit"),
+        "ft_token_s": (1e-6, "fit"), "eval_batch_s": (0.002, "fit"), "eval_token_s": (1e-6, "fit"),
+        "zs_token_s": (3e-6, "fit"), "lstm_ft_ratio": (0.8, "fit"), "lstm_zs_ratio": (1.0, "fit"),
     },
 }  # fmt: skip
 #: Each kind's part of a run, in the order a report lists the parts.
@@ -177,7 +178,7 @@ class Predictor:
         S, r, k = self.S, self.r, kind(u)
         if k == "pretrain":  # its start (data, compiling), its updates, its checkpoints
             p, a = S.pretrain, u["arch"]
-            saves = p.total_steps // p.ckpt_interval + 1 + p.n_log_checkpoints / 3
+            saves = -(-p.total_steps // p.ckpt_interval) + p.n_log_checkpoints / 3  # the last
             return r[f"{a}_start_s"] + p.total_steps * r[f"{a}_update_s"] + saves * r["save_s"]
         if k == "select":
             seconds, cfg = 0.0, S.finetune_for(u["arm"])
@@ -186,8 +187,8 @@ class Predictor:
                 one = self.finetune(t, read - held, [(t, "train", held)], cfg, ARM_MODEL[u["arm"]])
                 seconds += len(SEARCHED) * one
             return seconds
-        if k == "zeroshot":
-            return self.zeroshot()
+        if k == "zeroshot":  # the LSTM's in a share of the transformer's time
+            return self.zeroshot() * (r["lstm_zs_ratio"] if u["arch"] == "lstm" else 1.0)
         if k == "transfer":
             train, evals = S.transfer_limits.get(u["task"], (None, None))
             dev = [(u["task"], "dev", self.n(u["task"], "dev", evals))]

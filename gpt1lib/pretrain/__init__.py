@@ -42,7 +42,7 @@ from ..checkpoint import (
     save_and_prune,
     save_model,
 )
-from ..checks import check_pretrain_config, check_tokenizer
+from ..checks import check_pretrain
 from ..corpus import Corpus
 from ..optim import cosine_lr, make_optimizer, train_step
 from ..records import read_records, run_lock
@@ -172,40 +172,20 @@ def evaluate(
     was_training = model.training
     model.eval()
     total, count = torch.zeros((), device=device), 0
-    for x in corpus.valid.eval_batches(batch_size, max_batches):
-        x = x.to(device)
-        with precision.autocast(device.type):
-            total += model(x[:, :-1], targets=x[:, 1:]).loss * x.size(0)
-        count += x.size(0)
+    with _eager():  # a model compiled for training is not compiled again for evaluation
+        for x in corpus.valid.eval_batches(batch_size, max_batches):
+            x = x.to(device)
+            with precision.autocast(device.type):
+                total += model(x[:, :-1], targets=x[:, 1:]).loss * x.size(0)
+            count += x.size(0)
     model.train(was_training)
     return (total / count).item()
 
 
-def _check_inputs(model, tokenizer, corpus: Corpus, cfg, proc: Dist, out_dir, stop_after) -> int:
-    """Everything that can be wrong, before any work; returns the micro-batch size."""
-    check_pretrain_config(cfg, stop_after)
-    if Path(out_dir).is_file():
-        raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
-    model_cfg = model.config
-    fix = "build the model with vocab_size=tokenizer.vocab_size (or load its own tokenizer)"
-    check_tokenizer(tokenizer, model, fix)
-    if corpus.train.block != model_cfg.n_ctx + 1:
-        raise ValueError(
-            f"the corpus was cut into blocks of {corpus.train.block} tokens but the "
-            f"model's context is {model_cfg.n_ctx}: build_corpus(n_ctx={model_cfg.n_ctx})"
-        )
-    if int(corpus.train.tokens.max()) >= model_cfg.vocab_size:
-        raise ValueError(
-            "the corpus holds token ids outside the model's vocabulary: tokenise "
-            "it with the tokenizer the model was built for"
-        )
-    micro = cfg.micro_batch_size or cfg.batch_size // proc.world
-    if cfg.batch_size % (micro * proc.world):
-        raise ValueError(
-            f"batch_size={cfg.batch_size} is not a multiple of micro_batch_size="
-            f"{micro} x {proc.world} processes"
-        )
-    return micro
+def _eager():
+    """Compiled code run eagerly inside the ``with`` (torch 2.6 and later; before, compiled)."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    return stance("force_eager") if stance else contextlib.nullcontext()
 
 
 def _start(
@@ -284,12 +264,20 @@ def _prepare(model, cfg: PretrainConfig, device, precision: Precision):
 
 
 def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
-    """What the loop calls ``model`` through: DDP over the processes, compiled if asked."""
+    """What the loop calls ``model`` through: DDP over the processes, compiled if asked (whole,
+    where the model is not compiled region by region: ``_compiling``)."""
     net = model
     if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    return torch.compile(net) if cfg.compile else net
+    return torch.compile(net) if cfg.compile and not hasattr(model, "compiled_regions") else net
+
+
+def _compiling(model, cfg: PretrainConfig):
+    """Where ``cfg.compile``, the transformer compiled block by block for the loop
+    (``FastGPT.compiled_regions``); the LSTM, one layer, is compiled whole (``_parallel``)."""
+    on = cfg.compile and hasattr(model, "compiled_regions")
+    return model.compiled_regions() if on else contextlib.nullcontext()
 
 
 def _save(out_dir: Path, model, opt, tokenizer, scaler, log: Logger, where: dict, run_cfg) -> None:
@@ -303,6 +291,12 @@ def _save(out_dir: Path, model, opt, tokenizer, scaler, log: Logger, where: dict
         save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
     if log.proc.world > 1:
         dist.barrier()
+
+
+def _keep_model(folder: Path, model, tokenizer, step: int, log: Logger) -> None:
+    """One of the log-spaced model checkpoints the zero-shot curves read, in ``folder``."""
+    with log.saving():
+        tokenizer.save(save_model(model, folder / f"step_{step:08d}"))
 
 
 def _result(out_dir: Path, step: int, total_steps: int, log: Logger) -> PretrainResult:
@@ -336,19 +330,19 @@ def pretrain(
     after its checkpoint, so that ``records.jsonl`` holds each step once. It holds ``out_dir``
     while it runs (``records.run_lock``), and stops at a loss that is not finite (``Logger``).
     """
-    device, proc = _place(device)
+    t_enter, (device, proc) = time.perf_counter(), _place(device)
     out_dir = Path(out_dir)
-    micro = _check_inputs(model, tokenizer, corpus, cfg, proc, out_dir, stop_after)
+    micro = check_pretrain(model, tokenizer, corpus, cfg, proc.world, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
     run_cfg = run_config(model, replace(cfg, total_steps=total_steps), tokenizer, corpus, out_dir)
     precision = pick_precision(device, cfg.bf16)
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
-    with run_lock(out_dir) if proc.main else contextlib.nullcontext():  # one run a folder
+    lock = run_lock(out_dir) if proc.main else contextlib.nullcontext()  # one run a folder
+    with lock, _compiling(model, cfg):
         if proc.main:  # what a crash mid-write left
             clean_run(out_dir)
         opt, scaler = _prepare(model, cfg, device, precision)
         step, epoch, index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
-        first = step
         net = _parallel(model, cfg, proc, device)
         log = Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
         log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say
@@ -359,12 +353,15 @@ def pretrain(
             epoch, index, x = next(data)
             lr = learning_rate(step, cfg, total_steps)
             losses = _micro_losses(net, x, micro, proc, device, precision)
-            loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=step == first)
+            first = step == log.first_step
+            loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=first)
             step += 1
             log.after_step(step, end, loss, lr, validate)
             if proc.main and step in log_steps:
-                tokenizer.save(save_model(model, out_dir / "log_checkpoints" / f"step_{step:08d}"))
+                _keep_model(out_dir / "log_checkpoints", model, tokenizer, step, log)
             if step % cfg.ckpt_interval == 0 or step == end:
                 where = {"step": step, "epoch": epoch, "next_batch": index + 1}
-                _save(out_dir, model, opt, tokenizer, scaler, log, where, run_cfg)
+                with log.saving():
+                    _save(out_dir, model, opt, tokenizer, scaler, log, where, run_cfg)
+        log.finish(step, setup=log.t0 - t_enter)
         return _result(out_dir, step, total_steps, log)

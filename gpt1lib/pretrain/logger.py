@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -25,11 +26,12 @@ class Logger:
     averaged only those after the resume). Without it (a new run, or a checkpoint from
     before it was kept) the sum starts at the resume, as it used to.
 
-    A training loss that is not finite stops the run at its update (a ``FloatingPointError``
-    naming its last good checkpoint), before a checkpoint keeps it. After the warm-up, a
-    validation loss at or above the entropy of the training tokens' unigram distribution (a
-    collapse) is recorded (metric "collapse", the entropy in its config) and said; the run goes
-    on."""
+    A training loss that is not finite stops the run (a ``FloatingPointError`` naming that
+    update and the last good checkpoint) at the next record or checkpoint, before a
+    checkpoint keeps it: each update notes it on the device (``check``), never waiting for
+    the GPU. After the warm-up, a validation loss at or above the entropy of the training
+    tokens' unigram distribution (a collapse) is recorded (metric "collapse", the entropy in
+    its config) and said; the run goes on. At the end, where the time went (``finish``)."""
 
     def __init__(
         self, out_dir: Path, cfg, run_cfg, step, proc: Dist, device, scale, progress, corpus, since
@@ -48,18 +50,56 @@ class Logger:
             "config": run_cfg | {"total_steps": self.total_steps},
             **provenance(device),
         }
+        self.entropy = corpus.train.unigram_entropy()  # nats: what a collapsed model scores
         self.t0 = self.last_t = time.perf_counter()
+        self.seconds = dict.fromkeys(("first_update", "eval", "save"), 0.0)
+        self.first_step, self.lrs = step, []  # the rate of each update of this call
+        self.bad = torch.tensor(-1, device=device)  # the first update whose loss is not finite
         self.timed_from = step  # the update last_t was taken at: throughput counts this process's
         since = since or {"step": step, "sum": 0.0}
         self.last_step = since["step"]  # the update the loss sum started after
         self.loss_sum = torch.tensor(float(since["sum"]), device=device)
         self.val_loss: float | None = None
-        self.entropy = corpus.train.unigram_entropy()  # nats: what a collapsed model scores
         self.said = False
         on = progress and proc.main
         self.bar = progress_bar(
             total=self.total_steps, initial=step, desc=cfg.experiment, unit="update", enabled=on
         )
+
+    def check(self) -> None:
+        """A ``FloatingPointError`` naming the first update whose loss was not finite, if one
+        was (a wait for the GPU)."""
+        if (bad := int(self.bad)) >= 0:
+            lr = self.lrs[bad - self.first_step - 1]
+            raise FloatingPointError(
+                f"update {bad}: the training loss is not finite at learning rate {lr:.2e}: "
+                f"stopped. Last good checkpoint: {latest_checkpoint(self.path.parent)} (None: none"
+                " yet); resume from it (resume=True, --resume); should it diverge there again, "
+                "start anew with a lower max_lr or a longer warm-up"
+            )
+
+    @contextlib.contextmanager
+    def timed(self, what: str):
+        """The seconds inside the ``with`` added to ``what``'s (``finish`` records them)."""
+        t = time.perf_counter()
+        yield
+        self.seconds[what] += time.perf_counter() - t
+
+    def saving(self):
+        """A checkpoint's write, timed; never of a loss that is not finite (``check``)."""
+        self.check()
+        return self.timed("save")
+
+    def finish(self, step: int, setup: float) -> None:
+        """Records (split "time") of this call's seconds before its first update (``setup``),
+        in its updates (``update``; the first, which compiles, also alone), validations
+        (``eval``) and checkpoints (``save``)."""
+        loop = time.perf_counter() - self.t0
+        updates = loop - self.seconds["eval"] - self.seconds["save"]
+        seconds = {"setup": setup, "update": updates, **self.seconds}
+        recs = [self.record(f"{k}_seconds", v, step, split="time") for k, v in seconds.items()]
+        if self.proc.main and step > self.first_step:  # else this call made no update
+            append_records(self.path, recs)
 
     def record(self, metric: str, value: float, step: int, **fields) -> dict:
         wall = time.perf_counter() - self.t0
@@ -80,16 +120,14 @@ class Logger:
     def after_step(self, step: int, end: int, loss: torch.Tensor, lr: float, validate) -> None:
         """Count update ``step`` and its ``loss``; record what is due (``validate()``: val loss)."""
         cfg, recs = self.cfg, []
-        if not torch.isfinite(loss):  # waits for the device once an update
-            raise FloatingPointError(
-                f"update {step}: the training loss is {loss.item()} at learning rate {lr:.2e}: "
-                f"stopped. Last good checkpoint: {latest_checkpoint(self.path.parent)} (None: none"
-                " yet); resume from it (resume=True, --resume); should it diverge there again, "
-                "start anew with a lower max_lr or a longer warm-up"
-            )
+        if step == self.first_step + 1:  # it waited for the GPU (``train_step``'s check)
+            self.seconds["first_update"] = time.perf_counter() - self.t0
+        self.lrs.append(lr)
+        self.bad = torch.where((self.bad < 0) & ~torch.isfinite(loss), step, self.bad)  # no wait
         self.loss_sum += loss
         self.bar.update(1)
         if step % cfg.log_interval == 0 or step == end:
+            self.check()
             now = time.perf_counter()
             train_loss = self._loss_sum() / (step - self.last_step)
             tok_s = (step - self.timed_from) * self.tokens_per_step / (now - self.last_t)
@@ -104,7 +142,8 @@ class Logger:
                 self.record("lr", lr, step),
             ]
         if step % cfg.eval_interval == 0 or step == self.total_steps:
-            self.val_loss = validate()
+            with self.timed("eval"):
+                self.val_loss = validate()
             recs += [
                 self.record("val_loss", self.val_loss, step, split="valid"),
                 self.record("val_ppl", math.exp(self.val_loss), step, split="valid"),

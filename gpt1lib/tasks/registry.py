@@ -79,7 +79,6 @@ class TaskSpec:
     split_note: str = ""  # why eval_split stands in for paper_split, and what is missing locally
     hub: HubSource | None = None  # None: no hub copy that `datasets` loads without a script
     manual: str = ""  # "" or how to get the data by hand
-    paper_table: str = ""  # "2", "3", "4", or "" (DPRD: zero-shot only, Figure 2)
     splits: tuple[str, ...] = SPLITS  # the splits this task has
     # The official layout: sub-folders of the folder given where the data set may sit (tried in
     # order; "" is the folder itself) and, per split, file names or globs in preference.
@@ -152,7 +151,6 @@ def _glue(
         labels,
         split_note=_GLUE_NOTE.format(table) + note,
         hub=_glue_hub(name, texts),
-        paper_table=table,
         folders=_glue_folders(folder),
         files=(
             ("train", ("train.tsv", *train)),
@@ -171,7 +169,6 @@ def _mnli(name: str, title: str, which: str, note: str) -> TaskSpec:
         "entailment",
         _NLI,
         split_note=_GLUE_NOTE.format(2) + note,
-        paper_table="2",
         hub=_glue_hub("mnli", ("premise", "hypothesis"), f"validation_{which}", f"test_{which}"),
         folders=(*_glue_folders("MNLI"), "multinli_1.0"),
         files=(
@@ -191,7 +188,6 @@ def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str
         "multiple_choice",
         n_answers=4,
         eval_split="test",
-        paper_table="3",
         split_note="RACE test labels are public: compare on test as the paper does (dev for "
         "model selection). Origin (middle/high school) comes from the passage id (jsonl) or the "
         f"folder (official). {note}",
@@ -224,7 +220,7 @@ TASKS: dict[str, TaskSpec] = {
         _mnli("mnli_mm", "MNLI-mm", "mismatched", "Dev: dev_mismatched, 9,832 labeled pairs. "
               "Train is MNLI's (the same as mnli_m)."),
         TaskSpec(
-            "snli", "SNLI", "entailment", _NLI, eval_split="test", paper_table="2",
+            "snli", "SNLI", "entailment", _NLI, eval_split="test",
             split_note="SNLI test labels are public: compare on test (9,824 labeled pairs) as "
             "the paper does. The shared data has only 8,999 of the 550,152 train pairs.",
             # the hub's label is -1 where there is no gold label: such rows are dropped too
@@ -251,7 +247,7 @@ TASKS: dict[str, TaskSpec] = {
             "'not_entailment' is SciTail's 'neutral'. SciTail train and an untokenized dev are "
             "not in the shared data (the hub's tsv_format has them).",
             # the hub's label is the string "entails" / "neutral", as in tsv_format
-            hub=_hub("allenai/scitail", "tsv_format", ("premise", "hypothesis")), paper_table="2",
+            hub=_hub("allenai/scitail", "tsv_format", ("premise", "hypothesis")),
             folders=("", "scitail", "tsv_format", "SciTailV1.1/tsv_format", "scitail/tsv_format"),
             files=tuple((s, (f"scitail_1.0_{s}.tsv", f"{s}.tsv", f"{s}.csv")) for s in SPLITS),
             columns=(("premise",), ("hypothesis",), ("label",)),
@@ -295,7 +291,7 @@ TASKS: dict[str, TaskSpec] = {
             "file (its name contains 'test' but not 'val', e.g. 'cloze_test_test__spring2016 - "
             "cloze_test_ALL_test.csv'), and pass the folder: "
             "load_examples('story_cloze', 'test', source='/path/to/folder').",
-            paper_table="3", splits=("train", "test"), folders=("", "story_cloze", "storycloze"),
+            splits=("train", "test"), folders=("", "story_cloze", "storycloze"),
             # layout.find takes the one *.csv whose name says val / test (2016 if several)
             files=(("train", ("*val*.csv",)), ("test", ("*test*.csv",))), reader="story_cloze",
             truncation="halves",
