@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 
@@ -124,11 +125,16 @@ def write_json(path: str | os.PathLike, obj) -> None:
 
 
 def write_tensors(path: Path, tensors: dict) -> str:
-    """``tensors`` (on any device) as a safetensors file at ``path``, atomically; its sha256."""
+    """``tensors`` (on any device) as a safetensors file at ``path``, atomically; its sha256.
+    A failed write (a full disk) is the ``OSError`` safetensors names only in its own error."""
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
-        digest = file_sha256(tmp)
-    return digest
+        try:
+            save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
+        except SafetensorError as e:
+            if not (code := re.search(r"os error (\d+)", str(e))):
+                raise
+            raise OSError(int(code[1]), os.strerror(int(code[1]))) from e
+        return file_sha256(tmp)  # atomic_path's end then renames it into place
 
 
 # ---------------------------------------------------------------- a model

@@ -84,6 +84,27 @@ def test_accuracy_interval_matches_the_binomial_one():
     assert hi == pytest.approx(80 + half, abs=0.3)
 
 
+def test_every_interval_is_95_percent_unless_asked():
+    """The default level is 95% for every interval: on a normal-shaped bootstrap its width is
+    1.96 / 1.645 = 1.19 times the 90% one's (issue 47: a 90% default passed by 0.003)."""
+    n = 4000
+    y = np.zeros(n, int)
+    p = np.where(np.arange(n) < 0.75 * n, 0, 1)
+    q = np.where(np.arange(n) % 10 < 6, 0, 1)  # 60% right, paired with p
+    for interval, args in (
+        (bootstrap_interval, ("accuracy", p, y)),
+        (paired_difference_interval, ("accuracy", p, q, y)),
+        (mean_interval, ([("accuracy", p, y)],)),
+        (mean_difference_interval, ([("accuracy", p, q, y)],)),
+    ):
+        lo, hi = interval(*args, n=4000)
+        assert (lo, hi) == interval(*args, n=4000, level=0.95)
+        lo90, hi90 = interval(*args, n=4000, level=0.90)
+        assert (hi - lo) / (hi90 - lo90) == pytest.approx(1.96 / 1.645, abs=0.06)
+    lo, hi = bootstrap_interval("accuracy", p, y, n=4000)
+    assert hi - lo == pytest.approx(2 * 1.96 * 100 * np.sqrt(0.75 * 0.25 / n), rel=0.06)
+
+
 def test_paired_difference_of_identical_arms_is_zero():
     p, y = _classes(300)
     assert paired_difference_interval("accuracy", p, p, y) == (0.0, 0.0)

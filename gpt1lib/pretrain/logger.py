@@ -67,8 +67,7 @@ class Logger:
         )
 
     def check(self) -> None:
-        """A ``FloatingPointError`` naming the first update whose loss was not finite, if one
-        was (a wait for the GPU)."""
+        """An error naming the first update whose loss was not finite, if any (waits on the GPU)."""
         if (bad := int(self.bad)) >= 0:
             lr = self.lrs[bad - self.first_step - 1]
             raise FloatingPointError(
