@@ -285,6 +285,11 @@ _CPU_ARMS = {
 }
 
 
+def _trial(trial: dict | None) -> str:
+    """A selection trial as its rate and its held-out score, "6.25e-05: 21.0"."""
+    return f"{trial['config']['lr']:g}: {trial['value']:.1f}" if trial else "none"
+
+
 def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each run's fine-tuning protocol selection (chapter 12): every setting tried, by run and
     arm, with its score held out from train (the mean of the selection tasks' metrics), and
@@ -297,7 +302,7 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
     if sweep is not None and Path(sweep).is_file():
         for r in pd.read_json(sweep, lines=True).to_dict("records"):
             config = {"arm": _CPU_ARMS[r["arm"]], "lr": r["lr"], "warmup": 0.002}
-            config |= {"epochs": r["epochs"], "batch_size": r["batch"], "metrics": [0, 0]}
+            config |= {"epochs": r["epochs"], "batch_size": r["batch"]}  # no outcomes kept
             run = "cpu selection (tools/select_finetune_cpu.py)"
             trials.append({"run": run, "value": r["score"], "config": config})
     for r in trials:
@@ -316,11 +321,9 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
         got = choose(g.to_dict("records"))
         best, second, (lo, hi) = got["best"], got["runner_up"], got["lead"]
         lead = best["value"] - second["value"] if second else np.nan
-        runner_up = f"{second['config']['lr']:g}: {second['value']:.1f}" if second else "none"
         said = "no outcomes kept" if lo != lo else f"{lead:+.1f} [{lo:.1f}, {hi:.1f}]"
         tie = "yes" if got["tied"] else "no" if lo == lo else "n/a"
-        rows.append((run, arm, f"{best['config']['lr']:g}: {best['value']:.1f}", runner_up, said))
-        rows[-1] += (tie, got["chosen"]["setting"])
+        rows.append([run, arm, _trial(best), _trial(second), said, tie, got["chosen"]["setting"]])
     return grid, pd.DataFrame(rows, columns=cols)
 
 
