@@ -34,7 +34,7 @@ from .finetune import FinetuneConfig, FinetuneRun
 from .loss import REGRESSIONS
 from .records import read_records
 from .runs import pretrained_model, start_message
-from .runtime import pick_device
+from .runtime import pick_device, say
 from .scales import SCALES, Scale, resolve_scale
 from .tasks import get_task, task_names, unavailable
 
@@ -217,7 +217,7 @@ class Chapter(SimpleNamespace):
         (``runs.pretrained_model``): ``init`` (None: the chapter's), saying first what it is
         about to do and how long that takes."""
         init = init or (getattr(self, "init", None) if arch == "gpt" else None) or "pretrain"
-        print(start_message(self.scale, self.out_dir, init, arch))
+        say(start_message(self.scale, self.out_dir, init, arch))
         return pretrained_model(
             self.scale, self.out_dir, init, self.corpus, arch=arch, device=self.device
         )
@@ -368,7 +368,7 @@ def setup(name: str, namespace: dict) -> Chapter:
     chapter = Chapter(name=name, S=S, device=device, **ch)
     _style()
     if S is not None:  # a page that only reads the records has nothing to say first
-        print(_summary(chapter))
+        say(_summary(chapter))
     return chapter
 
 

@@ -37,6 +37,7 @@ from .facts import (
 )
 from .labels import short_runs
 from .paper import ablation_runs, against_paper
+from .runtime import say
 from .tasks import TASKS
 from .zeroshot import HEURISTICS
 
@@ -80,11 +81,11 @@ def build_note(scale: str, joined: bool) -> None:
     """The line a results chapter opens its "this build's run" section with: what that run is
     (``evaluations.results_records``'s ``joined``: at a recorded scale, also in the tables)."""
     if scale == "smoke":
-        print("this build's run (smoke scale, fixtures): a check that the code runs, not a result")
+        say("this build's run (smoke scale, fixtures): a check that the code runs, not a result")
     elif joined:
-        print(f"this build's run is at the recorded scale {scale}: it is in the tables above too")
+        say(f"this build's run is at the recorded scale {scale}: it is in the tables above too")
     else:
-        print(f"this build's run ({scale} scale, not a recorded scale): shown here only")
+        say(f"this build's run ({scale} scale, not a recorded scale): shown here only")
 
 
 def show_table(table: pd.DataFrame, caption: str = ""):
@@ -335,7 +336,7 @@ def show_finetuning(results: dict, scale: str):
     for name, r in results.items():
         spec = TASKS[name]
         metric = spec.metrics[0]
-        print(
+        say(
             f"{spec.title}: {spec.eval_split} {metric} {r.final[metric]:.1f} after the last "
             f"epoch ({r.train_time:.1f} s training)"
         )

@@ -105,6 +105,14 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def say(text: str, file=None) -> None:
+    """``text`` and its newline in one write (``print`` makes two, and a notebook's output may
+    be flushed between them: an empty output box on the page)."""
+    out = file or sys.stdout
+    out.write(f"{text}\n")
+    out.flush()
+
+
 class RunLine:
     """A progress bar's stand-in that prints one line when it is closed: what ran, how far,
     how long, and its last postfix (``pretrain: 80/80 updates in 4.1 s; loss 5.21``). It
@@ -155,9 +163,7 @@ class RunLine:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            out = self.file or sys.stdout
-            out.write(self.line() + "\n")  # one write: a notebook shows one output, not two
-            out.flush()
+            say(self.line(), self.file)
 
 
 class _Silent(RunLine):
@@ -245,7 +251,7 @@ def show_data_warnings_in_one_line(category: type[Warning]) -> None:
     def showwarning(message, cat, filename, lineno, file=None, line=None):
         if issubclass(cat, tuple(showwarning._gpt1lib_categories)):
             try:
-                print(f"data check: {message}", file=file or sys.stderr, flush=True)
+                say(f"data check: {message}", file or sys.stderr)
             except OSError:  # no stream to write to
                 pass
         else:
