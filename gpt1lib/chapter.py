@@ -10,10 +10,9 @@ namespace and refuses a name papermill was given that the chapter does not have 
 sets it and says only "Passed unknown parameter"): a misspelt ``-p scal smoke`` would otherwise
 be ignored and the chapter run at its default scale, on a GPU for hours. It checks every value
 before anything is loaded or pre-trained (an error names the parameter, its value and what it
-takes), resolves the scale and the paths as the README says,
-finds which of the chapter's tasks its source holds (a task it lacks is skipped and said so;
-none at all is an error before any pre-training), prints one line saying what the chapter will
-do, and returns a ``Chapter``: every parameter resolved, the ``Scale`` and the device.
+takes), resolves the scale and the paths as the README says, finds which of the chapter's tasks
+its source holds (a task it lacks is skipped and said so; none at all is an error before any
+pre-training), prints one line saying what the chapter will do, and returns a ``Chapter``.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from .records import read_records
 from .runs import pretrained_model, start_message
 from .runtime import pick_device, say
 from .scales import SCALES, Scale, resolve_scale
-from .tasks import get_task, task_names, unavailable
+from .tasks import SCORED_BESIDE, get_task, task_names, unavailable
 
 #: Each chapter's parameters, as its ``parameters`` cell declares them (a test keeps the two in
 #: step; the README's table lists them).
@@ -270,9 +269,12 @@ class Chapter(SimpleNamespace):
         base = replace(self.runs("this book's pre-training run"), progress=False)
         return experiments.ablations(self.S, models, tok, self.tasks, base)
 
-    def recorded(self):
-        """The records of the recorded runs (the chapter's ``results_dir``, else the book's)."""
-        return read_records(getattr(self, "results_dir", None) or paths.results_dir())
+    def recorded(self, tasks: list[str] | None = None):
+        """The records of the recorded runs (the chapter's ``results_dir``, else the book's);
+        with ``tasks``, those of these tasks and those scored beside them (MNLI-mm, RACE-m)."""
+        records = read_records(getattr(self, "results_dir", None) or paths.results_dir())
+        beside = [t for k in tasks or () for t in SCORED_BESIDE.get(k, ())]
+        return records if tasks is None else records[records.task.isin([*tasks, *beside])]
 
     def run_dir(self, *parts: str) -> Path:
         """``out_dir/<scale>/<parts>``: where this chapter's runs write."""

@@ -11,10 +11,9 @@ too: ``layer_transfer_points`` (left: accuracy against the blocks transferred) a
 guessing and the state of the art; ``one_answer`` names the answer of a model that gave one
 to every example). ``results_records`` splits the recorded runs from this build's;
 ``protocol_selection`` reads the fine-tuning protocols a run chose on examples held out from
-train, and the trials behind them. What a run could not show: ``constant_answers`` (a model
-that gave one answer to every example: its metric says nothing of what it learned) and
-``underfitting`` (L2 after the last epoch against the loss of the best constant prediction,
-``loss.prior_loss``: a run no lower learned the label prior and nothing more).
+train, and the trials behind them. A score's baselines, chance (``chance``) and one answer
+(``one_answer``, ``one_answer_score``), are defined here and read beside each evaluation in
+``baselines``.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .facts import ABLATIONS
 from .labels import run_label
-from .loss import prior_loss
 from .records import PER_EXAMPLE, read_records
 from .selection import choose
 from .tasks import TASKS
@@ -264,16 +261,62 @@ def scored_split(rec: dict) -> str:
     return "dev" if str(rec.get("task")).startswith("race") else str(rec.get("split"))
 
 
+#: A model that gave one answer to this share of an evaluation's examples or more is read as
+#: giving one answer (issue 46: 366 of 408 the same is as telling as 408).
+NEARLY_ONE = 0.9
+
+
+def answer_share(outcome) -> tuple[float, int]:
+    """(the commonest prediction, how many examples got it) of one evaluation's outcomes."""
+    values, counts = np.unique(np.asarray(outcome["predictions"]), return_counts=True)
+    return float(values[counts.argmax()]), int(counts.max())
+
+
 def one_answer(task: str, outcome) -> str | None:
-    """The one answer a model gave to every example of an evaluation (a class name, "answer
-    k", or a score), or None where its answers vary or it kept no outcomes."""
-    if not isinstance(outcome, dict) or len(set(outcome["predictions"])) != 1:
+    """The one answer a model gave to every example of an evaluation, or to ``NEARLY_ONE`` of
+    them or more (a class name, "answer k", or a score; ``how_many`` says to how many), or None
+    where its answers vary or it kept no outcomes."""
+    if not isinstance(outcome, dict):
         return None
-    (p,) = set(outcome["predictions"])
+    p, count = answer_share(outcome)
+    if count < NEARLY_ONE * len(outcome["predictions"]):
+        return None
     labels = TASKS[task].labels
     if labels and float(p).is_integer() and 0 <= p < len(labels):
         return repr(labels[int(p)])
     return f"answer {int(p) + 1}" if TASKS[task].n_answers else f"the score {p:g}"
+
+
+def how_many(outcome: dict) -> str:
+    """To how many examples a model gave its commonest answer: "to all 408", "to 366 of the
+    408"."""
+    n, (_, count) = len(outcome["predictions"]), answer_share(outcome)
+    return f"to all {n:,}" if count == n else f"to {count:,} of the {n:,}"
+
+
+def chance(task: str, labels=None) -> float | None:
+    """A task's expected score on its paper metric when answering at random with even odds:
+    1 / classes or answers for accuracy, 0 for a correlation, and for F1 of class 1 the share p
+    of class 1 among ``labels`` over p + 1/2 (precision p, recall 1/2; None without labels)."""
+    spec = TASKS[HEURISTICS.get(task, task)]
+    metric = spec.metrics[0]
+    if metric == "accuracy":
+        return 100 / (spec.n_answers or len(spec.labels))
+    if metric != "f1":
+        return 0.0
+    share = np.mean(np.asarray(labels) == 1) if labels is not None else None
+    return None if share is None else 100 * share / (share + 0.5)
+
+
+def one_answer_score(task: str, labels) -> float:
+    """The best score of giving one answer to every example (``labels``: the evaluation's):
+    the commonest class's accuracy, the F1 of answering class 1, 0 for a correlation."""
+    spec = TASKS[HEURISTICS.get(task, task)]
+    metric, y = spec.metrics[0], np.asarray(labels)[None]
+    if metric not in ("accuracy", "f1"):
+        return 0.0
+    answers = range(spec.n_answers or len(spec.labels))
+    return max(float(stats.METRICS[metric](np.full_like(y, a), y)[0]) for a in answers)
 
 
 #: The cpu scale's selection (tools/select_finetune_cpu.py) named the arms by their rows.
@@ -325,69 +368,3 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
         tie = "yes" if got["tied"] else "no" if lo == lo else "n/a"
         rows.append([run, arm, _trial(best), _trial(second), said, tie, got["chosen"]["setting"]])
     return grid, pd.DataFrame(rows, columns=cols)
-
-
-#: The experiments a fine-tuning evaluation is recorded under, and how a page names them.
-ROWS = {"finetune": "fine-tuning (chapters 05-08)", **{v: k for k, v in ABLATIONS.items()}}
-
-
-def constant_answers(records) -> pd.DataFrame:
-    """Every final fine-tuning evaluation (chapters 05-08, Table 5's rows) whose model gave
-    one answer to every example: its run, row, task, that answer and the examples."""
-    got = final_metrics(records, tuple(ROWS))
-    rows = []
-    for r in got.to_dict("records"):
-        if (answer := one_answer(r["task"], r["outcome"])) is not None:
-            n = len(r["outcome"]["labels"])
-            rows.append((r["run"], ROWS[r["experiment"]], TASKS[r["task"]].title, answer, n))
-    return pd.DataFrame(rows, columns=["run", "row", "task", "answer", "examples"])
-
-
-def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
-    """The fine-tuning losses of ``df`` (records) after each run's last epoch: L2 where it is
-    known (recorded as ``task_loss``; or the loss of a run with λ = 0, which is L2 alone)."""
-    df = df[(df.split == "train_loss") & df.experiment.isin(list(ROWS))].copy()
-    if df.empty:
-        return df
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
-    df = df[df.step == df.groupby(["run", "experiment", "task"]).step.transform("max")]
-    lam0 = [c.get("lm_coef") == 0 for c in df.config]
-    known = (df.metric == "task_loss") | ((df.metric == "loss") & np.array(lam0, dtype=bool))
-    return df[known].drop_duplicates(["run", "experiment", "task"], keep="last")
-
-
-def underfitting(records) -> pd.DataFrame:
-    """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
-    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``), losses to
-    three decimals: recorded with the run where it is (its training labels), else from the
-    evaluation's labels, which are what older records keep ("dev labels")."""
-    df = frame(records)
-    cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
-    cols += ["L2 minus prior", "prior from"]
-    if df.empty or "split" not in df.columns:
-        return pd.DataFrame(columns=cols)
-    losses = _last_epoch_losses(df)
-    priors = df[df.metric == "prior_task_loss"]
-    priors = {(r["experiment"], r["task"], run_label(r)): r["value"] for _, r in priors.iterrows()}
-    labels = {
-        (r["experiment"], r["run"], r["task"]): r["outcome"]
-        for r in final_metrics(df, tuple(ROWS)).to_dict("records")
-    }
-    rows = []
-    for r in losses.to_dict("records"):
-        c, spec = r["config"], TASKS[r["task"]]
-        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "train labels"
-        outcome = labels.get((r["experiment"], r["run"], r["task"]))
-        if prior is None and isinstance(outcome, dict):  # the records keep no training labels
-            regression = (
-                c.get("regression") if spec.family == "similarity" and not spec.labels else None
-            )
-            prior = prior_loss(outcome["labels"], regression, spec.n_answers)
-            where = f"{spec.eval_split} labels"
-        if prior is None:
-            continue
-        n = c.get("train_examples")
-        updates = n // c["batch_size"] * c["epochs"] if n else None
-        losses = [f"{r['value']:.3f}", f"{prior:.3f}", f"{r['value'] - prior:+.3f}"]
-        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, *losses, where))
-    return pd.DataFrame(rows, columns=cols)

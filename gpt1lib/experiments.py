@@ -25,15 +25,15 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, latest_checkpoint, read_state
+from .checkpoint import CheckpointError, latest_checkpoint, load_run, read_state
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
 from .finetune import FinetuneRun, finetune
 from .lstm import LSTMLM
 from .paths import shown
 from .pretrain import PretrainConfig, PretrainResult, pretrain, settings_diff
-from .records import append_records
-from .runtime import gathered_warnings, seed_everything
+from .records import append_records, make_record, provenance
+from .runtime import gathered_warnings, pick_device, seed_everything
 from .scales import SCALES, Scale
 from .tasks import (
     SCORED_BESIDE,
@@ -313,7 +313,31 @@ def zero_shot_curves(
         new = evaluate_checkpoints(
             checkpoints, data, device=device, scale=S.name, seed=seed, progress=progress
         )
+        if arch == "gpt":  # what the model says at each checkpoint (chapter 3)
+            new += checkpoint_samples(checkpoints, device=device, scale=S.name)
         (folder / f"{arch}.jsonl").unlink(missing_ok=True)
         append_records(folder / f"{arch}.jsonl", new)
         records += new
     return records, skipped
+
+
+#: The prompts continued at each of the GPT's checkpoints, as a reader would start a novel.
+PROMPTS = ("It was a dark and stormy night", "She opened the door and saw", "The old man said")
+
+
+def checkpoint_samples(checkpoints, *, tokens: int = 24, device=None, scale=None) -> list[dict]:
+    """Records of each of ``PROMPTS`` continued greedily by ``tokens`` tokens at each
+    checkpoint folder (``step_<updates>``): metric "sample_tokens" (the tokens generated), the
+    prompt and the text in ``config``."""
+    dev, out = pick_device(device), []
+    for folder in map(Path, checkpoints):
+        model, tok = load_run(folder, dev)
+        model.to(dev).eval()
+        for prompt in PROMPTS:
+            ids = torch.tensor([tok.encode(prompt)], device=dev)
+            new = model.generate(ids, tokens)[0, ids.size(1) :].tolist()
+            config = {"prompt": prompt, "text": tok.decode(new), "decoding": "greedy"}
+            fields = {"experiment": "samples", "task": "lm", "split": "generated"}
+            fields |= {"step": int(folder.name.split("_")[-1]), "scale": scale, "config": config}
+            out.append(make_record("sample_tokens", len(new), **fields, **provenance(dev)))
+    return out

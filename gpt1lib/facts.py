@@ -93,6 +93,10 @@ ZERO_SHOT_BASELINES: dict[str, tuple[float, float, str, str]] = {
              "stands in: Table 3 lists only ensembles, and the MRU paper's single-model RACE "
              "accuracy could not be read here"),
     "dprd": (50.0, 73.05, "Rahman & Ng 2012 (EMNLP, 'Resolving Complex Cases of Definite "
-             "Pronouns'), accuracy on the DPRD test set, as recalled", "unconfirmed: the "
+             "Pronouns'), accuracy on the DPRD test set, unchecked", "unconfirmed: the "
              "paper's page and abstract found here give no accuracy figure"),
 }  # fmt: skip
+
+#: GPT-1's pre-training compute as OpenAI stated it ("AI and Compute", 2018): about 0.96
+#: petaflop/s-days (8 GPUs for about 30 days), in FLOPs.
+PAPER_COMPUTE_FLOPS = 0.96e15 * 86_400

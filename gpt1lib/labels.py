@@ -9,7 +9,10 @@ that two reruns never share a column. It never names what a recorded run chose f
 "small run") whose full labels its caption spells out (``short_runs``: a table's, cut).
 ``chapter_times`` is the table each chapter opens with: how long it took at each scale, on
 what, from the recorded runs' manifests. ``fine_tuning_start`` says where a run's
-fine-tuning started.
+fine-tuning started, and ``fine_tuning_starts`` whether that is where a chapter at its scale
+starts (``scores_caption``, under chapters 05-08's table of the recorded runs' scores). What
+they say is in a reader's words: the machinery's (a recorded run's units, its offline bundle)
+stays in results/README.md.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pandas as pd
 from . import paths
 from .records import read_records
 from .scales import ARMS, SCALES
+from .tasks import get_task
 
 #: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
 _SETTINGS = {
@@ -171,11 +175,13 @@ def _how(entry: dict) -> str:
     given, or that the runner ran it in one process."""
     params = entry.get("parameters", {})
     how = f"recorded run, commit {str(entry.get('commit'))[:7]}"
-    data = "a bundle" if str(params.get("source", "")).startswith("bundle") else "the data"
+    offline = str(params.get("source", "")).startswith("bundle")  # harness.bundle's copy
+    data = "on an offline copy of the data" if offline else "on the data"
     if "recipe" in params:  # harness.runner: the chapter's experiments, not its notebook
-        return f"{how}: the scale's recipe in one process, from {data}"
+        return f"{how}: every chapter's experiments in one process, {data}"
     if "budget" in params:  # the budgeted plan it replaced (the runs before ab661a0)
-        return f"{how}: a budgeted plan (BUDGET={params['budget']:g}) in one process, from {data}"
+        within = f"within {params['budget']:g} minutes"
+        return f"{how}: the chapters' experiments in one process {within}, {data}"
     extra = {k: v for k, v in params.items() if k not in _ROUTINE}
     said = " ".join(f"-p {k} {json.dumps(v)}" for k, v in extra.items())
     return how + (f", with {said}" if said else "")
@@ -271,17 +277,69 @@ def pretraining(records: pd.DataFrame) -> str:
     return "; ".join(parts) or "none recorded"
 
 
-def fine_tuning_start(rec) -> str:
-    """Where the fine-tuning of a record's run started: the ``init`` its config names; for a
-    recorded run's records, which have none, the plan's own pre-training (the plan fine-tunes
-    from the model it has just pre-trained); else the scale's default, said to be assumed."""
+#: Where fine-tuning starts, by ``init`` (``Scale.init``), as a page says it.
+STARTS = {"released": "GPT-1's released weights", "pretrain": "this book's pre-training run"}
+
+
+def _start(rec) -> tuple[str, str | None, str]:
+    """Where a record's fine-tuning started, in a reader's words; its ``init`` where that is
+    one of ``STARTS`` (else None); and a note where it is assumed. A recorded run's records
+    (``plan_part`` in their config) started from the GPT the run pre-trained first; records
+    that name no ``init``, from the scale's default."""
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-    if config.get("init"):
-        return str(config["init"])
-    if "plan_part" in config:
-        return "this run's own pre-training (the plan's pretrain:gpt part)"
     scale = SCALES.get(str(rec.get("scale")))
+    if "plan_part" in config:  # harness.runner's records: its own words in ``init``
+        return "the GPT this run pre-trained first", "pretrain", ""
+    if config.get("init"):
+        init = str(config["init"])
+        return STARTS.get(init, init), init if init in STARTS else None, ""
     if scale is None:
-        return "not recorded"
-    default = {"released": "GPT-1's released weights", "pretrain": "this book's pre-training run"}
-    return f"{default[scale.init]} (the scale's default; the records predate init being kept)"
+        return "not recorded", None, ""
+    return STARTS[scale.init], scale.init, "the scale's default, which its records do not name"
+
+
+def fine_tuning_start(rec) -> str:
+    """Where the fine-tuning of a record's run started (``_start``), e.g. "GPT-1's released
+    weights"."""
+    where, _, note = _start(rec)
+    return f"{where} ({note})" if note else where
+
+
+def fine_tuning_starts(records: pd.DataFrame) -> str:
+    """One line: where each run's fine-tuning in ``records`` started (``fine_tuning_start``,
+    with the GPT's pre-training updates), beside where a chapter at the run's scale starts by
+    default (``Scale.init``), e.g. "small run: the GPT this run pre-trained first, 2,500
+    updates, where this chapter at small starts from GPT-1's released weights"."""
+    tuned = records[records.experiment == "finetune"].to_dict("records")
+    firsts = {run_label({**r, "config": {}}): r for r in reversed(tuned)}
+    names, done = short_names(firsts), pretrained(records)
+    parts = []
+    for label, rec in reversed(firsts.items()):
+        where, init, note = _start(rec)
+        if init == "pretrain" and "gpt" in done.get(label, {}):
+            where += f", {done[label]['gpt'][0]:,} updates"
+        where += f" ({note})" if note else ""
+        scale = SCALES.get(str(rec.get("scale")))
+        if scale is not None and init == scale.init:
+            where += f", as this chapter at {scale.name} does"
+        elif scale is not None:
+            where += f", where this chapter at {scale.name} starts from {STARTS[scale.init]}"
+        parts.append(f"{names[label]}: {where}")
+    return "; ".join(parts)
+
+
+def scores_caption(records: pd.DataFrame, tasks=(), mark: str = "") -> str:
+    """The caption of a fine-tuning chapter's table of the recorded runs' scores on its
+    ``tasks`` (``paper.summary_table``): what a cell is (``mark``: what its marks mean), which
+    of the tasks no recorded run fine-tuned (the table has no row for them), and where each
+    run's fine-tuning started (``fine_tuning_starts``; ``records``: all the recorded runs'
+    records, pre-training too)."""
+    tuned = records[records.experiment == "finetune"]
+    if tuned.empty:
+        return "no recorded run has fine-tuned these tasks"
+    cell = "the recorded runs on this chapter's tasks: the paper's metric after the last epoch, "
+    cell += "on each task's evaluation split (chapter 9), value [95% bootstrap interval]"
+    said = [f"{cell}; {mark}" if mark else cell]
+    if missing := [get_task(t).title for t in tasks if t not in set(tuned.task)]:
+        said.append(f"No recorded run fine-tuned {', '.join(missing)}")
+    return ". ".join([*said, f"Fine-tuning started from: {fine_tuning_starts(records)}"])

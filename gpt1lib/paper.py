@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .baselines import baseline_cell, marked, marked_cell, with_baselines
 from .evaluations import (
     NO_INTERVAL,
     arrays,
@@ -31,6 +32,7 @@ from .evaluations import (
     examples_cell,
     final_metrics,
     format_value,
+    frame,
     paired,
 )
 from .facts import (
@@ -43,10 +45,12 @@ from .facts import (
     TABLE5_COLUMNS,
     TABLE5_TASKS,
 )
+from .labels import run_label
 from .tasks import TASKS
 
 GLUE_ROW = "GLUE score (GLUE server, 9 test sets)"
 #: Where the split compared on here is not simply the registry's name for it.
+NAN = float("nan")
 EVAL_SPLIT_NOTES = {"qqp": "dev (no dev file: 1,000 held-apart train pairs)"}
 
 
@@ -94,17 +98,17 @@ def paper_table(
     out["eval split here"] = [EVAL_SPLIT_NOTES.get(t, TASKS[t].eval_split) for t in tasks]
     if table == "4":
         out.loc[GLUE_ROW] = ["GLUE score", *PAPER_GLUE, "not reproduced (test server)"]
-    got = final_metrics(records, experiment)
+    got = with_baselines(records, experiment)
     for run, g in got.groupby("run", sort=False):
-        cells = {t: (v, lo, hi) for t, v, lo, hi in zip(g.task, g.value, g.lo, g.hi, strict=True)}
-        nan = (float("nan"),) * 3
-        rows = [cells.get(t, nan) for t in tasks] + [nan] * (table == "4")
-        out[run] = [format_value(*c) if intervals else c[0] for c in rows]
+        by_task = {r["task"]: r for r in g.to_dict("records")}
+        rows = [by_task.get(t) for t in tasks] + [None] * (table == "4")
+        out[run] = [
+            (marked_cell(r) if intervals else r["value"]) if r else "missing" if intervals else NAN
+            for r in rows
+        ]
         if examples:
-            data = {r["task"]: examples_cell(r) for r in g.to_dict("records")}
-            out[f"{run} · train / eval examples"] = [data.get(t, "") for t in tasks] + [""] * (
-                table == "4"
-            )
+            cells = [f"{examples_cell(r)} · {baseline_cell(r)}" if r else "" for r in rows]
+            out[f"{run} · train / eval examples · chance / one answer"] = cells
     return out
 
 
@@ -112,13 +116,19 @@ def runs_table(records, experiments: str | tuple[str, ...] = "finetune") -> pd.D
     """Every task the runs of ``records`` measured (rows, by title) against the runs
     (columns), each cell the value with its 95% interval (``format_value``): a build's own runs
     in one table, whichever tasks they are."""
-    got = final_metrics(records, experiments)
+    got = with_baselines(records, experiments)
     if got.empty:
         return pd.DataFrame()
-    got["cell"] = [format_value(*v) for v in zip(got.value, got.lo, got.hi, strict=True)]
+    got["cell"] = [marked_cell(r) for r in got.to_dict("records")]
+    got["baselines"] = [baseline_cell(r) for r in got.to_dict("records")]
     order = [TASKS[t].title for t in TASKS if t in set(got.task)]
     got["task"] = [TASKS[t].title for t in got.task]
-    table = got.pivot_table(index="task", columns="run", values="cell", aggfunc="last")
+    cells = got.pivot_table(index="task", columns="run", values="cell", aggfunc="last")
+    floors = got.pivot_table(index="task", columns="run", values="baselines", aggfunc="last")
+    floors.columns = [f"{run} · chance / one answer" for run in floors.columns]
+    table = pd.concat([cells, floors], axis=1)[
+        [c for pair in zip(cells.columns, floors.columns, strict=True) for c in pair]
+    ]
     return table.reindex(order).fillna("missing").rename_axis(index=None, columns=None)
 
 
@@ -176,9 +186,39 @@ def ablation_table(records, intervals: bool = False):
                 arms = [(c["metric"], *arrays(c["outcome"])) for c in cells]
                 lo, hi = stats.mean_interval(arms)
             row = [format_value(avg, lo, hi)]
-            row += [format_value(c["value"], c["lo"], c["hi"]) if c else "missing" for c in cells]
+            row += [
+                marked(t, c) if c else "missing" for t, c in zip(TABLE5_TASKS, cells, strict=True)
+            ]
             rows[f"{run}: {method}"] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+
+
+#: Table 5's headings name each column's metric so: matthews correlation, accuracy, F1, pearson.
+TABLE5_METRICS = {"matthews": "mc", "accuracy": "acc", "f1": "F1", "pearson": "pc"}
+
+
+def ablation_tables(records, intervals: bool = False) -> dict[str, pd.DataFrame]:
+    """Table 5 once per reproduced run, turned to fit a page: its columns as rows (Avg, then
+    the eight tasks with the paper's metric, "CoLA (mc)"), and under each of the paper's four
+    rows two columns, the paper's value and the run's ("missing", or NaN without
+    ``intervals``, where the run has no such row). The cells are ``ablation_table``'s."""
+    long = ablation_table(records, intervals)
+    kinds = [TABLE5_METRICS[PAPER_RESULTS[t][0]] for t in TABLE5_TASKS]
+    index = ["Avg", *(f"{c} ({k})" for c, k in zip(TABLE5_COLUMNS, kinds, strict=True))]
+    out = {}
+    for name in long.index[len(PAPER_TABLE5) :]:
+        run = next(name.removesuffix(f": {m}") for m in ABLATIONS if name.endswith(f": {m}"))
+        if run in out:
+            continue
+        table = pd.DataFrame(index=index)
+        for method in ABLATIONS:
+            table[(method, "paper")] = long.loc[f"paper: {method}"].to_numpy()
+            row = long.loc[f"{run}: {method}"] if f"{run}: {method}" in long.index else None
+            gap = "missing" if intervals else NAN
+            table[(method, "run")] = [gap] * len(index) if row is None else row.to_numpy()
+        table.columns = pd.MultiIndex.from_tuples(table.columns)
+        out[run] = table
+    return out
 
 
 def full_row_averages(records) -> pd.DataFrame:
@@ -192,18 +232,21 @@ def full_row_averages(records) -> pd.DataFrame:
 
 def ablation_examples(records) -> pd.DataFrame:
     """What each run's Table 5 rows trained and were scored on, per task (its rows share
-    their data): "train / eval examples" (``examples_cell``), a row per run."""
-    got = final_metrics(records, tuple(ABLATIONS.values()))
-    rows = {}
+    their data): "train / eval examples" (``examples_cell``), a row per task and a column per
+    run (as ``ablation_tables``: narrow enough for a page)."""
+    got = with_baselines(records, tuple(ABLATIONS.values()))
+    table = pd.DataFrame(index=list(TABLE5_COLUMNS))
     for run, g in got.groupby("run", sort=False):
-        cells = {r["task"]: examples_cell(r) for r in g.to_dict("records")}
-        rows[run] = [cells.get(t, "") for t in TABLE5_TASKS]
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(TABLE5_COLUMNS))
+        cells = {
+            r["task"]: f"{examples_cell(r)} · {baseline_cell(r)}" for r in g.to_dict("records")
+        }
+        table[run] = [cells.get(t, "") for t in TABLE5_TASKS]
+    return table
 
 
 #: The findings of §5 as differences of Table 5 rows over a set of its tasks: (row, minus row,
-#: tasks). The paper states the first two from its rounded Avgs (+14.8, +5.6); over its columns
-#: they are +14.7 and +5.5.
+#: tasks). Over all eight tasks the paper's number is the one it states, from its Avgs (+14.8,
+#: +5.6; its rounded columns give +14.7 and +5.5); over fewer, its columns' mean on those.
 FINDINGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "pre-training": ("Transformer w/ aux LM (full)", "Transformer w/o pre-training", TABLE5_TASKS),
     "transformer over LSTM": ("Transformer w/ aux LM (full)", "LSTM w/ aux LM", TABLE5_TASKS),
@@ -224,7 +267,8 @@ def ablation_deltas(records) -> pd.DataFrame:
     """Each §5 finding for each reproduced run: the mean difference of the two Table 5 rows over
     the finding's tasks that the run has in both, with the 95% interval of that paired mean
     difference (each task's examples resampled on their own, the same indices for both rows),
-    beside the paper's over the same tasks, which are named in the row. A finding the run has
+    beside the paper's over the same tasks, which are named in the row (over all eight, the
+    number the paper states, ``FINDINGS``). A finding the run has
     no common task for is a row of its own that says so ("n/a")."""
     paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
     cols = ["run", "finding", "over the tasks", "run's", "95% interval", "paper's", "note"]
@@ -241,6 +285,11 @@ def ablation_deltas(records) -> pd.DataFrame:
             names = ", ".join(TASKS[t].title for t in common)
             ours = sum(va[t]["value"] - vb[t]["value"] for t in common) / len(common)
             theirs = sum(paper[a][t] - paper[b][t] for t in common) / len(common)
+            stated, why = PAPER_TABLE5_AVG[a] - PAPER_TABLE5_AVG[b], ""
+            if len(common) == len(TABLE5_TASKS):  # the number the paper states, one a page
+                theirs = stated
+            elif tasks == TABLE5_TASKS:
+                why = f"the paper's over the tasks named; over all 8 it is {stated:+.1f}"
             pairs = [(va[t], vb[t]) for t in common]
             if all(paired(x["outcome"], y["outcome"]) for x, y in pairs):
                 arms = [
@@ -248,9 +297,9 @@ def ablation_deltas(records) -> pd.DataFrame:
                     for x, y in pairs
                 ]
                 lo, hi = stats.mean_difference_interval(arms)
-                interval, note = f"[{lo:.1f}, {hi:.1f}]", ""  # the verdict: findings.findings
+                interval, note = f"[{lo:.1f}, {hi:.1f}]", why  # the verdict: findings.findings
             else:
-                interval, note = "†", NO_INTERVAL
+                interval, note = "†", "; ".join(filter(None, (why, NO_INTERVAL)))
             rows.append((run, finding, names, ours, interval, theirs, note))
     return pd.DataFrame(rows, columns=cols)
 
@@ -266,31 +315,86 @@ def excludes_zero(lo: float, hi: float, paper: float | None = None) -> str:
     return f"interval {side} 0, {'the paper' if agrees else 'against the paper'}'s side"
 
 
-def ablation_differences(records) -> pd.DataFrame:
-    """Each §5 comparison task by task for each run: the full model's value minus the other
-    row's, its paired 95% interval, and the paper's difference on that task."""
+#: Table 5's rows compared task by task (``ablation_task_differences``): the full row minus each
+#: other row, named by what that row lacks.
+COMPARISONS = {f: (a, b) for f, (a, b, _) in FINDINGS.items() if "smaller" not in f}
+COMPARISONS["aux LM"] = COMPARISONS.pop("aux LM, larger sets")
+
+
+def ablation_task_differences(records) -> pd.DataFrame:
+    """Each comparison of ``COMPARISONS`` task by task for each run, as numbers: the full
+    model's value minus the other row's (``difference``), the paired 95% interval of that
+    difference (``lo``, ``hi``; NaN where the run kept no outcomes) and the paper's
+    difference on that task (``paper``)."""
     paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
-    comparisons = {f: (a, b) for f, (a, b, _) in FINDINGS.items() if "smaller" not in f}
-    comparisons["aux LM"] = comparisons.pop("aux LM, larger sets")
     rows = []
     for run, methods in ablation_runs(records).items():
-        for finding, (a, b) in comparisons.items():
+        for comparison, (a, b) in COMPARISONS.items():
             va, vb = methods.get(a, {}), methods.get(b, {})
             for t in [t for t in TABLE5_TASKS if t in va and t in vb]:
                 x, y = va[t], vb[t]
                 iv = difference_interval(x["metric"], x["outcome"], y["outcome"])
-                rows.append(
-                    (
-                        run,
-                        finding,
-                        TASKS[t].title,
-                        x["value"] - y["value"],
-                        "†" if iv is None else f"[{iv[0]:.1f}, {iv[1]:.1f}]",
-                        paper[a][t] - paper[b][t],
-                        NO_INTERVAL
-                        if iv is None
-                        else excludes_zero(*iv, paper[a][t] - paper[b][t]),
-                    )
-                )
-    cols = ["run", "comparison", "task", "run's", "95% interval", "paper's", "note"]
+                lo, hi = iv or (float("nan"), float("nan"))
+                gap = paper[a][t] - paper[b][t]
+                rows.append((run, comparison, t, x["value"] - y["value"], lo, hi, gap))
+    cols = ["run", "comparison", "task", "difference", "lo", "hi", "paper"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def ablation_differences(records) -> pd.DataFrame:
+    """``ablation_task_differences`` as a table: each difference with its interval as text
+    ("†" where it has none) beside the paper's, and where the interval lies against 0."""
+    d = ablation_task_differences(records)
+    bounds = list(zip(d.lo, d.hi, d.paper, strict=True))
+    out = d[["run", "comparison"]].assign(task=[TASKS[t].title for t in d.task])
+    out["run's"] = d.difference
+    out["95% interval"] = ["†" if lo != lo else f"[{lo:.1f}, {hi:.1f}]" for lo, hi, _ in bounds]
+    out["paper's"] = d.paper
+    out["note"] = [NO_INTERVAL if lo != lo else excludes_zero(lo, hi, p) for lo, hi, p in bounds]
+    return out
+
+
+#: The aux LM's effect measured two ways: Table 5's rows, each fine-tuned at the protocol chosen
+#: for it, and chapter 04's two settings of λ, both at the protocol of chapters 04-08. Each:
+#: (the experiments of λ = 0.5, first found first, and the experiment of λ = 0).
+AUX_LM = {
+    "Table 5 (this chapter)": (("ablation:full", "finetune"), "ablation:no_aux_lm"),
+    "chapter 04": (("objective lambda=0.5", "finetune"), "objective lambda=0.0"),
+}
+
+
+def _protocol(config) -> str:
+    """A fine-tuning's protocol as its record's config says: "rate 0.001, 6 epochs, batch 16"."""
+    if not isinstance(config, dict) or "lr" not in config:
+        return "?"
+    return f"rate {config['lr']:g}, {config['epochs']} epochs, batch {config['batch_size']}"
+
+
+def aux_lm_protocols(records) -> pd.DataFrame:
+    """The aux LM's effect, λ = 0.5 minus λ = 0, on each task a run measured both ways
+    (``AUX_LM``): each way's difference with its paired 95% interval, and the protocol each of
+    its two fine-tunings ran with, read from their records."""
+    cols = ["run", "task", "measured in", "λ = 0.5 minus λ = 0", "λ = 0.5 ran at", "λ = 0 ran at"]
+    exps = tuple(dict.fromkeys(e for a, b in AUX_LM.values() for e in (*a, b)))
+    df = frame(records)
+    if df.empty or "config" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    df = df[df.experiment.isin(exps)]
+    config = {(r["experiment"], run_label(r), r["task"]): r["config"] for _, r in df.iterrows()}
+    got = {(r["experiment"], r["run"], r["task"]): r for _, r in final_metrics(df, exps).iterrows()}
+    rows = []
+    for run, task in dict.fromkeys((run, task) for _, run, task in got):
+        pairs = {
+            name: (next((e for e in a if (e, run, task) in got), None), b)
+            for name, (a, b) in AUX_LM.items()
+        }
+        if not all(a and (b, run, task) in got for a, b in pairs.values()):
+            continue
+        for name, (a, b) in pairs.items():
+            x, y = got[a, run, task], got[b, run, task]
+            iv = difference_interval(x["metric"], x["outcome"], y["outcome"])
+            gap = x["value"] - y["value"]
+            said = "+" * (gap > 0) + format_value(gap, *(iv or ()))
+            on = [_protocol(config.get((e, run, task))) for e in (a, b)]
+            rows.append((run, TASKS[task].title, name, said, *on))
     return pd.DataFrame(rows, columns=cols)

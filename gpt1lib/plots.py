@@ -1,5 +1,6 @@
 """The results chapters' figures and table styling, drawn from records: ``paper``'s tables,
-Figure 2's points (``evaluations.layer_transfer_points``, ``evaluations.zero_shot_points``).
+Figure 2's points (``evaluations.layer_transfer_points``, ``evaluations.zero_shot_points``),
+in the layouts of ``figures_layout`` (bars by metric kind, rows of dots with intervals).
 
 Chapters 09-12, the results-at-a-glance page and the speed appendix call these functions, so
 that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
@@ -18,8 +19,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from .baselines import underfitting
 from .evaluations import (
     NO_INTERVAL,
+    chance,
     final_metrics,
     heuristic_title,
     layer_transfer_points,
@@ -32,11 +35,11 @@ from .facts import (
     PAPER_RESULTS,
     PAPER_TABLE5,
     PAPER_ZERO_SHOT,
-    TABLE5_COLUMNS,
     TABLE5_TASKS,
 )
+from .figures_layout import KINDS, PAPER_MARK, bar, dot_rows, heading, kind_panels, paper_bars
 from .labels import short_runs
-from .paper import ablation_runs, against_paper
+from .paper import COMPARISONS, ablation_runs, ablation_task_differences, against_paper
 from .runtime import say
 from .tasks import TASKS
 from .zeroshot import HEURISTICS
@@ -58,14 +61,6 @@ def show(figs) -> None:
     for fig in figs if isinstance(figs, list) else [figs] if figs is not None else []:
         display(fig)
         plt.close(fig)
-
-
-def _title(ax_or_fig, text: str, width: int = 90, **kw) -> None:
-    wrapped = "\n".join(textwrap.wrap(text, width))
-    if hasattr(ax_or_fig, "suptitle"):
-        ax_or_fig.suptitle(wrapped, fontsize=10, **kw)
-    else:
-        ax_or_fig.set_title(wrapped, fontsize=10, **kw)
 
 
 def this_build(ch, part: str):
@@ -115,94 +110,95 @@ def _cell(value):
     return f"{value:.1f}" if isinstance(value, float | np.floating) else value
 
 
-def _grouped_bars(ax, categories: list[str], series: dict[str, tuple]) -> bool:
-    """Bars of each series over ``categories`` side by side; a series is (values, lo, hi)
-    (NaN lo/hi: no error bar). Returns whether any error bar was drawn."""
-    n = max(len(series), 1)
-    width = 0.8 / n
-    x = np.arange(len(categories))
-    drew = False
-    for i, (name, (values, lo, hi)) in enumerate(series.items()):
-        values, lo, hi = (np.asarray(v, dtype=float) for v in (values, lo, hi))
-        pos = x - 0.4 + width * (i + 0.5)
-        ax.bar(pos, values, width, label=name)
-        has = ~np.isnan(lo) & ~np.isnan(values)
-        if has.any():
-            err = np.vstack([values[has] - lo[has], hi[has] - values[has]])
-            ax.errorbar(pos[has], values[has], yerr=err, fmt="none", ecolor="black", capsize=2)
-            drew = True
-    for i in range(len(categories)):  # a task no series has: said on the axis
-        if all(np.isnan(np.asarray(v[0], dtype=float)[i]) for v in series.values()):
-            ax.text(x[i], 1, "not run", ha="center", va="bottom", fontsize=8, color="grey")
-    ax.set_xticks(x, categories, rotation=45, ha="right")
-    return drew
-
-
-def _legend_below(ax, ncol: int = 1, y: float = -0.28, entries: tuple = ()) -> None:
-    """The legend under ``ax``, at ``y`` (axes fraction); ``entries``: (handles, labels)."""
-    below = {"loc": "upper left", "bbox_to_anchor": (0, y), "fontsize": 8, "frameon": False}
-    ax.legend(*entries, ncol=ncol, **below)
-
-
 def results_bars(records, title: str = "Tables 2-4"):
     """Every task of Tables 2-4 that a run measured: the paper's value and each run's, with its
-    95% interval. None where no run has measured any."""
+    95% interval and floors, one axis per metric kind (``figures_layout.kind_panels``). None
+    where no run has measured any."""
     runs = final_metrics(records)
     if runs.empty:
         return None
     tasks = [t for t in PAPER_RESULTS if t in set(runs.task)]
-    gaps = [np.nan] * len(tasks)
-    series = {"paper (test sets)": ([PAPER_RESULTS[t][1] for t in tasks], gaps, gaps)}
+    series = {"paper (test sets)": paper_bars({t: PAPER_RESULTS[t][1] for t in tasks})}
     for run, g in runs.groupby("run", sort=False):
-        got = g.set_index("task")
-        series[run] = tuple([got[c].get(t, np.nan) for t in tasks] for c in ("value", "lo", "hi"))
-    fig, ax = plt.subplots(figsize=(11, 5.5))
-    drew = _grouped_bars(ax, [TASKS[t].title for t in tasks], series)
-    ax.set(ylabel="each task's paper metric (%)", xlabel="")
-    ax.axhline(0, color="grey", lw=0.8)
-    _legend_below(ax)
+        series[run] = {r["task"]: bar(r) for r in g.to_dict("records")}
+    fig, drew = kind_panels({"": series}, tasks, 12, 4.2)
     names = "; ".join(runs.run.unique())
-    _title(ax, f"{title}: the paper against {names}" + ("" if drew else f" ({NO_BARS})"), 110)
-    fig.tight_layout()
+    heading(fig, f"{title}: the paper against {names}" + ("" if drew else f" ({NO_BARS})"), 110)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
 def ablation_figure(records):
-    """Table 5 as bars: one panel for the paper and one per run, the four methods side by side
-    on each task, with 95% intervals where the run kept outcomes."""
-    runs = ablation_runs(records)
-    panels = {"paper": {m: (list(v), [np.nan] * 8, [np.nan] * 8) for m, v in PAPER_TABLE5.items()}}
-    for run, methods in runs.items():
-        panels[run] = {}
-        for method in ABLATIONS:
-            got = methods.get(method, {})
-            cells = [got.get(t) for t in TABLE5_TASKS]
-            panels[run][method] = tuple(
-                [c[k] if c else np.nan for c in cells] for k in ("value", "lo", "hi")
-            )
-    fig, axes = plt.subplots(
-        len(panels), 1, figsize=(10, 3.6 * len(panels) + 1), squeeze=False, sharey=True
-    )
-    for ax, (name, series) in zip(axes[:, 0], panels.items(), strict=True):
-        drew = _grouped_bars(ax, list(TABLE5_COLUMNS), series)
-        ax.set(ylabel="dev metric (%)" if name != "paper" else "metric (%)")
-        ax.axhline(0, color="grey", lw=0.8)
-        _title(ax, name if name == "paper" else f"{name}" + ("" if drew else f" ({NO_BARS})"))
-    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    _title(fig, "Table 5: the ablations, the paper and each run", y=1.0)
-    fig.tight_layout()
+    """Table 5 as bars: a row of panels for the paper and one per run, the four methods side by
+    side on each task, with 95% intervals and floors, one axis per metric kind
+    (``figures_layout.kind_panels``)."""
+    paper = {
+        m: paper_bars(dict(zip(TABLE5_TASKS, v, strict=True))) for m, v in PAPER_TABLE5.items()
+    }
+    panels = {"paper": paper}
+    for run, methods in ablation_runs(records).items():
+        panels[run] = {m: {t: bar(r) for t, r in methods.get(m, {}).items()} for m in ABLATIONS}
+    fig, drew = kind_panels(panels, list(TABLE5_TASKS), 12, 3.0)
+    note = "" if drew else f" ({NO_BARS})"
+    heading(fig, f"Table 5: the ablations, the paper and each run{note}", y=1.0)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def ablation_forest(records):
+    """Table 5 task by task (``paper.ablation_task_differences``): for each run (a panel) and
+    comparison (a group), the full model's score minus the other row's on each task, with its
+    paired 95% interval, and the paper's difference on that task (``figures_layout.dot_rows``).
+    A difference is in points of its task's metric, named in its row. None without any."""
+    d = ablation_task_differences(records)
+    if d.empty:
+        return None
+    panels = {}
+    for (run, comparison), g in d.groupby(["run", "comparison"], sort=False):
+        other = COMPARISONS[comparison][1].removeprefix("Transformer ")
+        rows = [
+            (f"{TASKS[t].title} ({KINDS[PAPER_RESULTS[t][0]][0]})", v, lo, hi, p, "black")
+            for t, v, lo, hi, p in zip(g.task, g.difference, g.lo, g.hi, g.paper, strict=True)
+        ]
+        panels.setdefault(run, {})[f"{comparison} (full minus {other})"] = rows
+    legend = {
+        "the run's difference, with its paired 95% interval": {"marker": "o", "c": "k"},
+        "paper (Table 5): the difference on that task": PAPER_MARK,
+    }
+    fig = dot_rows(panels, "full model minus the other row (points of each row's metric)", legend)
+    note = "" if d.lo.notna().any() else f" ({NO_BARS})"
+    heading(fig, f"Table 5 task by task: the full model minus each other row{note}")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return fig
+
+
+def underfitting_figure(records):
+    """``baselines.underfitting`` drawn: for each run (a panel) and fine-tuning (a group:
+    chapters 05-08's, or a Table 5 row), each task's L2 after the last epoch minus the loss of
+    predicting the label prior, red where it is not below 0: that fine-tuning learned the prior
+    and nothing more. None where no run's L2 is known."""
+    table = underfitting(records)
+    if table.empty:
+        return None
+    panels = {}
+    for (run, row), g in table.groupby(["run", "row"], sort=False):
+        gaps = zip(g.task, g["L2 minus prior"].astype(float), strict=True)
+        rows = [(t, v, np.nan, np.nan, np.nan, "C3" if v >= 0 else "C0") for t, v in gaps]
+        where = ", ".join(dict.fromkeys(g.get("prior from", [])))  # the labels the prior is of
+        panels.setdefault(run, {})[f"{row} · prior of the {where}" if where else row] = rows
+    legend = {
+        "below the prior's loss: learned more than the label prior": {"marker": "o", "c": "C0"},
+        "not below: learned the label prior and nothing more": {"marker": "o", "c": "C3"},
+    }
+    fig = dot_rows(panels, "L2 after the last epoch minus the loss of the label prior", legend)
+    heading(fig, "What each fine-tuning learned beyond the label prior: its L2 against the prior's")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
 
 def _colors(tasks) -> dict[str, str]:
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     return {t: palette[i % len(palette)] for i, t in enumerate(tasks)}
-
-
-def _chance(task: str) -> float | None:
-    spec = TASKS[task]
-    k = spec.n_answers or len(spec.labels)
-    return 100.0 / k if k else None
 
 
 def _transfer_curves(ax, g: pd.DataFrame, colors: dict) -> bool:
@@ -231,8 +227,8 @@ def _transfer_references(ax, g: pd.DataFrame, colors: dict) -> None:
     transfer (``facts.PAPER_LAYER_TRANSFER``), as a star above the run's embeddings-only point."""
     top = int(g.n_transfer.max())
     for task in g.task.unique():
-        if (chance := _chance(task)) is not None:
-            ax.axhline(chance, color=colors[task], ls=":", lw=1)
+        if (level := chance(task)) is not None:
+            ax.axhline(level, color=colors[task], ls=":", lw=1)
         dev = g[(g.task == task) & (g.split == "dev") & (g.n_transfer == 0)]
         if task in PAPER_LAYER_TRANSFER and not dev.empty and top > 0:
             gain, base = PAPER_LAYER_TRANSFER[task][0], float(dev.value.iloc[0])
@@ -271,10 +267,11 @@ def layer_transfer_figures(records) -> list:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel="blocks transferred (-1: nothing, 0: embeddings only)", ylabel="accuracy (%)")
         note = "" if drew else f"; {NO_BARS}"
-        _title(ax, f"Figure 2 (left): {run} · {_transfer_data(g)}{note}", 90)
+        heading(ax, f"Figure 2 (left): {run} · {_transfer_data(g)}{note}", 90)
         handles, labels = ax.get_legend_handles_labels()
         order = sorted(range(len(labels)), key=lambda i: ("(dev)" not in labels[i], i))
-        _legend_below(ax, 2, -0.16, ([handles[i] for i in order], [labels[i] for i in order]))
+        below = {"loc": "upper left", "bbox_to_anchor": (0, -0.16), "fontsize": 8, "frameon": False}
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], ncol=2, **below)
         fig.tight_layout()
         figs.append(fig)
     return figs
@@ -321,7 +318,7 @@ def zero_shot_figures(records) -> list:
         fig.legend(handles, labels, fontsize=8, frameon=False, **top)
         examples = int(g.examples.max()) if g.examples.notna().any() else "?"
         note = "" if drew else f"; {NO_BARS}"
-        _title(fig, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 100)
+        heading(fig, f"Figure 2 (right): {run} · up to {examples} examples a task{note}", 100)
         caption = "y: relative performance (0 = random guess, 1 = state of the art). "
         caption += f"paper: {PAPER_ZERO_SHOT}"
         fig.text(0.01, 0.005, "\n".join(textwrap.wrap(caption, 140)), fontsize=7.5)
@@ -394,6 +391,6 @@ def bench_figure(kept: pd.DataFrame):
     axes[0].set_yticks(y, ["\n".join(textwrap.wrap(r, 34)) for r in runs], fontsize=8)
     axes[0].invert_yaxis()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    _title(fig, "A.1: recorded benchmarks (each row: preset · batch × sequence · device · commit)")
+    heading(fig, "A.1: recorded benchmarks (each row: preset · batch × sequence · device · commit)")
     fig.tight_layout()
     return fig

@@ -24,7 +24,7 @@ where they come from and whether they are confirmed are in ``BASELINES``. Figure
 by the state of the art "with a single model"; none of the four values could be confirmed as
 that here, so each is the nearest value found, said so: Table 4's best previous for CoLA and
 SST-2, Table 3's 9-model ensemble for RACE (Table 3 lists only ensembles), Rahman & Ng's result
-for DPRD as recalled.
+for DPRD unchecked.
 """
 
 from __future__ import annotations

@@ -249,3 +249,27 @@ def test_a_constant_answer_is_no_point_of_the_curve():
     assert pts.loc[("Transformer", 2), "normalised"] == pytest.approx(normalise("sst2", 100.0))
     # a RACE record from before the split was kept scored dev, as every caller loaded it
     assert scored_split({"task": "race", "split": "test", "config": {}}) == "dev"
+
+
+def test_each_checkpoint_records_what_it_says_greedily(tmp_path):
+    """Chapter 3's recorded text: each prompt continued by the checkpoint's most likely next
+    token, step by step (an argmax loop here, not ``generate``), and the text that decodes."""
+    from gpt1lib.checkpoint import save_model
+    from gpt1lib.corpus import load_documents
+    from gpt1lib.experiments import PROMPTS, checkpoint_samples
+    from gpt1lib.tokenizer import GPT1Tokenizer
+
+    tok = GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=100)
+    torch.manual_seed(0)
+    model = GPT(preset("tiny", vocab_size=tok.vocab_size)).eval()
+    folder = tmp_path / "step_00000040"
+    tok.save(save_model(model, folder))
+    recs = checkpoint_samples([folder], tokens=5, device="cpu", scale="smoke")
+    assert [r["config"]["prompt"] for r in recs] == list(PROMPTS)
+    for r in recs:
+        ids = tok.encode(r["config"]["prompt"])
+        for _ in range(5):
+            with torch.no_grad():
+                ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+        assert r["config"]["text"] == tok.decode(ids[-5:])
+        assert (r["experiment"], r["step"], r["value"]) == ("samples", 40, 5)

@@ -34,7 +34,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     4: ("pretrain", "pretrain.logger", "finetune", "zeroshot"),  # the loops
     5: ("scales", "experiments", "selection", "runs", "chapter"),
     6: (  # on top, beside each other: the reporting and the harness
-        "labels", "paper", "findings", "plots",
+        "labels", "paper", "findings", "plots", "figures_layout", "baselines", "verdict",
         "harness", "harness.recipe", "harness.runner", "harness.reproduce", "harness.bench",
         "harness.bundle", "harness.memory", "harness.contenders", "harness.pretrain",
         "evaluations",

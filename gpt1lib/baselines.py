@@ -1,0 +1,153 @@
+"""What a score is read against: the scores of a model that learned nothing.
+
+Beside each final evaluation (``evaluations.final_metrics``), ``with_baselines`` puts its
+task's chance (``evaluations.chance``: answering at random) and the best score of ONE answer
+given to every example (``evaluations.one_answer_score``), both on the evaluation's own labels,
+and marks a score that shows nothing learned: its 95% interval reaches the one answer's score,
+or the model gave one answer to 90% or more of the examples (``evaluations.NEARLY_ONE``). MRPC's
+F1, for one, is 81.2 for answering "paraphrase" to every pair. ``marked_cell`` and
+``baseline_cell`` write them into a table's cells, ``MARK`` says so under it. What a run could
+not show, in two tables: ``constant_answers`` (the models that gave one answer) and
+``underfitting`` (L2 after the last epoch against the loss of the best constant prediction,
+``loss.prior_loss``: a run no lower learned the label prior and nothing more).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .evaluations import (
+    chance,
+    final_metrics,
+    format_value,
+    frame,
+    how_many,
+    one_answer,
+    one_answer_score,
+)
+from .facts import ABLATIONS
+from .labels import run_label
+from .loss import prior_loss
+from .tasks import TASKS
+
+
+def marked(task: str, row: dict) -> str:
+    """``format_value`` of a final evaluation, marked "≤ one answer" where it
+    ``shows_nothing`` (``MARK``)."""
+    said = format_value(row["value"], row["lo"], row["hi"])
+    return said + " ≤ one answer" * shows_nothing(task, row)
+
+
+def marked_cell(row: dict) -> str:
+    """``marked`` of a ``with_baselines`` row."""
+    return marked(row["task"], row)
+
+
+def baseline_cell(row: dict) -> str:
+    """A ``with_baselines`` row's chance and one answer's score, "57.8 / 81.2" ("?" without
+    labels)."""
+    c, one = row["chance"], row["one answer"]
+    return "?" if one != one else f"{c:.1f} / {one:.1f}"
+
+
+#: Said under a table whose cells ``marked_cell`` made.
+MARK = (
+    "chance: answering at random; one answer: the best score of one answer given to every "
+    "example, both on the run's evaluation labels; ≤ one answer: the score's 95% interval "
+    "reaches the one answer's score, or the model gave one answer to 90% or more of the "
+    "examples: it shows nothing learned"
+)
+
+
+#: The experiments a fine-tuning evaluation is recorded under, and how a page names them.
+ROWS = {"finetune": "fine-tuning (chapters 05-08)", **{v: k for k, v in ABLATIONS.items()}}
+
+
+def constant_answers(records) -> pd.DataFrame:
+    """Every final fine-tuning evaluation (chapters 05-08, Table 5's rows) whose model gave
+    one answer to ``NEARLY_ONE`` of the examples or more: its run, row, task, that answer and
+    to how many."""
+    got = final_metrics(records, tuple(ROWS))
+    rows = []
+    for r in got.to_dict("records"):
+        if (answer := one_answer(r["task"], r["outcome"])) is not None:
+            said = how_many(r["outcome"]).removeprefix("to ")
+            rows.append((r["run"], ROWS[r["experiment"]], TASKS[r["task"]].title, answer, said))
+    return pd.DataFrame(rows, columns=["run", "row", "task", "answer", "examples"])
+
+
+def shows_nothing(task: str, row: dict) -> bool:
+    """Whether a final evaluation (a row with ``value``, ``lo`` and ``outcome``) shows nothing
+    learned: its score's 95% interval (its value, where it has none) reaches the best one
+    answer's score on its labels, or it gave one answer to ``NEARLY_ONE`` of the examples or
+    more. False where it kept no outcomes."""
+    if not isinstance(outcome := row.get("outcome"), dict):
+        return False
+    low = row["value"] if row["lo"] != row["lo"] else row["lo"]
+    return low <= one_answer_score(task, outcome["labels"]) or one_answer(task, outcome) is not None
+
+
+def with_baselines(records, experiments=tuple(ROWS)) -> pd.DataFrame:
+    """Beside each final evaluation of ``experiments`` (``final_metrics``' rows, with their
+    columns): the task's ``chance`` and ``one_answer_score`` on its evaluation labels (NaN
+    where it kept no outcomes), and ``nothing``, whether it ``shows_nothing``."""
+    df = final_metrics(records, experiments)
+    rows = df.to_dict("records")
+    labels = [r["outcome"]["labels"] if isinstance(r["outcome"], dict) else None for r in rows]
+    df["chance"] = [chance(t, y) if y else np.nan for t, y in zip(df.task, labels, strict=True)]
+    df["one answer"] = [
+        one_answer_score(t, y) if y else np.nan for t, y in zip(df.task, labels, strict=True)
+    ]
+    df["nothing"] = [shows_nothing(r["task"], r) for r in rows]
+    return df
+
+
+def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
+    """The fine-tuning losses of ``df`` (records) after each run's last epoch: L2 where it is
+    known (recorded as ``task_loss``; or the loss of a run with λ = 0, which is L2 alone)."""
+    df = df[(df.split == "train_loss") & df.experiment.isin(list(ROWS))].copy()
+    if df.empty:
+        return df
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
+    df = df[df.step == df.groupby(["run", "experiment", "task"]).step.transform("max")]
+    lam0 = [c.get("lm_coef") == 0 for c in df.config]
+    known = (df.metric == "task_loss") | ((df.metric == "loss") & np.array(lam0, dtype=bool))
+    return df[known].drop_duplicates(["run", "experiment", "task"], keep="last")
+
+
+def underfitting(records) -> pd.DataFrame:
+    """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
+    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``), losses to
+    three decimals: recorded with the run where it is (its training labels), else from the
+    evaluation's labels, which are what older records keep ("dev labels")."""
+    df = frame(records)
+    cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
+    cols += ["L2 minus prior", "prior from"]
+    if df.empty or "split" not in df.columns:
+        return pd.DataFrame(columns=cols)
+    losses = _last_epoch_losses(df)
+    priors = df[df.metric == "prior_task_loss"]
+    priors = {(r["experiment"], r["task"], run_label(r)): r["value"] for _, r in priors.iterrows()}
+    labels = {
+        (r["experiment"], r["run"], r["task"]): r["outcome"]
+        for r in final_metrics(df, tuple(ROWS)).to_dict("records")
+    }
+    rows = []
+    for r in losses.to_dict("records"):
+        c, spec = r["config"], TASKS[r["task"]]
+        prior, where = priors.get((r["experiment"], r["task"], r["run"])), "train labels"
+        outcome = labels.get((r["experiment"], r["run"], r["task"]))
+        if prior is None and isinstance(outcome, dict):  # the records keep no training labels
+            regression = (
+                c.get("regression") if spec.family == "similarity" and not spec.labels else None
+            )
+            prior = prior_loss(outcome["labels"], regression, spec.n_answers)
+            where = f"{spec.eval_split} labels"
+        if prior is None:
+            continue
+        n = c.get("train_examples")
+        updates = n // c["batch_size"] * c["epochs"] if n else None
+        losses = [f"{r['value']:.3f}", f"{prior:.3f}", f"{r['value'] - prior:+.3f}"]
+        rows.append((r["run"], ROWS[r["experiment"]], spec.title, n, updates, *losses, where))
+    return pd.DataFrame(rows, columns=cols)
