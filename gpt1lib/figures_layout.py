@@ -113,14 +113,15 @@ def kind_panels(panels: dict, tasks: list[str], width: float, height: float):
     return fig, drew
 
 
-def dot_rows(panels: dict, xlabel: str, legend: dict, width: float = 9.5):
-    """One panel per run (a name -> its groups: a group's name -> its rows, each (label, value,
-    lo, hi, paper, colour), NaN for no interval or no paper's value), stacked on one x axis,
-    each as tall as its rows; ``legend``: what each marker says (a label -> its style), below.
-    Returns the figure."""
+def dot_rows(panels: dict, xlabel: str | dict, legend: dict, width: float = 9.5):
+    """Panels stacked (a name -> its groups: a group's name -> its rows, each (label, value,
+    lo, hi, paper, colour), NaN for no interval or no paper's value), each as tall as its rows,
+    on one x axis (``xlabel`` a string) or each on its own (``xlabel``: a panel's name -> its
+    axis' label); ``legend``: what each marker says (a label -> its style), below. Returns the
+    figure."""
     sizes = [sum(len(rows) + 1 for rows in groups.values()) for groups in panels.values()]
-    grid = {"squeeze": False, "sharex": True, "height_ratios": sizes}
-    size = (width, 0.24 * sum(sizes) + 1.1 * len(panels) + 0.8)
+    grid = {"squeeze": False, "sharex": isinstance(xlabel, str), "height_ratios": sizes}
+    size = (width, 0.24 * sum(sizes) + 1.5 * len(panels) + 0.8)
     fig, axes = plt.subplots(len(panels), 1, figsize=size, **grid)
     for ax, (name, groups) in zip(axes[:, 0], panels.items(), strict=True):
         labels, bold = [], []
@@ -139,7 +140,10 @@ def dot_rows(panels: dict, xlabel: str, legend: dict, width: float = 9.5):
         ax.axvline(0, color="grey", lw=0.8)
         ax.margins(x=0.06)  # a dot at the edge whole
         ax.set_title(name, loc="left", fontsize=9)
-    axes[-1, 0].set_xlabel(xlabel, fontsize=9)
+        if isinstance(xlabel, dict):
+            ax.set_xlabel(xlabel[name], fontsize=9)
+    if isinstance(xlabel, str):
+        axes[-1, 0].set_xlabel(xlabel, fontsize=9)
     handles = [plt.Line2D([], [], **{"ls": "", **style}) for style in legend.values()]
     fig.legend(handles, list(legend), loc="lower left", ncol=2, fontsize=8, frameon=False)
     return fig

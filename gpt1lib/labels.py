@@ -28,6 +28,11 @@ from .records import read_records
 from .scales import ARMS, SCALES
 from .tasks import get_task
 
+#: How a results table names the split compared on, where it is not simply the registry's.
+EVAL_SPLIT_NOTES = {
+    "qqp": "dev (no dev file: 1,000 held-apart train pairs)",
+    "story_cloze": "test, or where there is none (the recorded runs) half of the 2016 val file",
+}
 #: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
 _SETTINGS = {
     "lr": "lr {:g}",

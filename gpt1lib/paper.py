@@ -45,13 +45,10 @@ from .facts import (
     TABLE5_COLUMNS,
     TABLE5_TASKS,
 )
-from .labels import run_label
+from .labels import EVAL_SPLIT_NOTES, run_label
 from .tasks import TASKS
 
 GLUE_ROW = "GLUE score (GLUE server, 9 test sets)"
-#: Where the split compared on here is not simply the registry's name for it.
-NAN = float("nan")
-EVAL_SPLIT_NOTES = {"qqp": "dev (no dev file: 1,000 held-apart train pairs)"}
 
 
 def against_paper(records) -> pd.DataFrame:
@@ -102,10 +99,8 @@ def paper_table(
     for run, g in got.groupby("run", sort=False):
         by_task = {r["task"]: r for r in g.to_dict("records")}
         rows = [by_task.get(t) for t in tasks] + [None] * (table == "4")
-        out[run] = [
-            (marked_cell(r) if intervals else r["value"]) if r else "missing" if intervals else NAN
-            for r in rows
-        ]
+        cell = marked_cell if intervals else (lambda r: r["value"])
+        out[run] = [cell(r) if r else "missing" if intervals else np.nan for r in rows]
         if examples:
             cells = [f"{examples_cell(r)} · {baseline_cell(r)}" if r else "" for r in rows]
             out[f"{run} · train / eval examples · chance / one answer"] = cells
@@ -214,7 +209,7 @@ def ablation_tables(records, intervals: bool = False) -> dict[str, pd.DataFrame]
         for method in ABLATIONS:
             table[(method, "paper")] = long.loc[f"paper: {method}"].to_numpy()
             row = long.loc[f"{run}: {method}"] if f"{run}: {method}" in long.index else None
-            gap = "missing" if intervals else NAN
+            gap = "missing" if intervals else np.nan
             table[(method, "run")] = [gap] * len(index) if row is None else row.to_numpy()
         table.columns = pd.MultiIndex.from_tuples(table.columns)
         out[run] = table

@@ -146,29 +146,32 @@ def ablation_figure(records):
 
 
 def ablation_forest(records):
-    """Table 5 task by task (``paper.ablation_task_differences``): for each run (a panel) and
-    comparison (a group), the full model's score minus the other row's on each task, with its
-    paired 95% interval, and the paper's difference on that task (``figures_layout.dot_rows``).
-    A difference is in points of its task's metric, named in its row. None without any."""
+    """Table 5 task by task (``paper.ablation_task_differences``): for each run and metric kind
+    (a panel, its own axis) and comparison (a group), the full model's score minus the other
+    row's on each task, with its paired 95% interval, and the paper's difference on that task
+    (``figures_layout.dot_rows``). None without any."""
     d = ablation_task_differences(records)
     if d.empty:
         return None
-    panels = {}
-    for (run, comparison), g in d.groupby(["run", "comparison"], sort=False):
+    d = d.assign(kind=[PAPER_RESULTS[t][0] for t in d.task])
+    panels, axis = {}, {}
+    for (run, kind, comparison), g in d.groupby(["run", "kind", "comparison"], sort=False):
+        name = f"{run} · {KINDS[kind][0]}"  # one axis a run and metric kind
         other = COMPARISONS[comparison][1].removeprefix("Transformer ")
         rows = [
-            (f"{TASKS[t].title} ({KINDS[PAPER_RESULTS[t][0]][0]})", v, lo, hi, p, "black")
+            (TASKS[t].title, v, lo, hi, p, "black")
             for t, v, lo, hi, p in zip(g.task, g.difference, g.lo, g.hi, g.paper, strict=True)
         ]
-        panels.setdefault(run, {})[f"{comparison} (full minus {other})"] = rows
+        panels.setdefault(name, {})[f"{comparison} (full minus {other})"] = rows
+        axis[name] = f"full model minus the other row: {KINDS[kind][1]}"
     legend = {
         "the run's difference, with its paired 95% interval": {"marker": "o", "c": "k"},
         "paper (Table 5): the difference on that task": PAPER_MARK,
     }
-    fig = dot_rows(panels, "full model minus the other row (points of each row's metric)", legend)
+    fig = dot_rows(panels, axis, legend)
     note = "" if d.lo.notna().any() else f" ({NO_BARS})"
     heading(fig, f"Table 5 task by task: the full model minus each other row{note}")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.02, 1, 0.99))
     return fig
 
 

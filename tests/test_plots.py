@@ -10,6 +10,7 @@ import pandas as pd
 from gpt1lib import paper, plots
 from gpt1lib.evaluations import chance
 from gpt1lib.facts import ABLATIONS, PAPER_RESULTS, TABLE5_COLUMNS
+from gpt1lib.figures_layout import KINDS
 from gpt1lib.records import make_record, per_example_record
 from gpt1lib.tasks import TASKS, compute_metrics
 
@@ -146,11 +147,14 @@ def test_forest_plot_has_one_row_per_task_difference():
     assert diffs.lo.notna().all() and (diffs.difference > 0).all()  # good minus weak
     fig = plots.ablation_forest(RECORDS)
     rows = []
-    for ax in fig.axes[:2]:
+    for ax in fig.axes:  # one axis a run and metric kind, each saying its kind
         labels = ax.get_yticklabels()
-        rows += [t.get_text() for t in labels if t.get_fontweight() != "bold"]
+        mine = [t.get_text() for t in labels if t.get_fontweight() != "bold"]
+        kinds = {PAPER_RESULTS[t][0] for t in TASKS if TASKS[t].title in mine}
+        assert len(kinds) == 1 and ax.get_xlabel().endswith(KINDS[kinds.pop()][1])
+        rows += mine
         assert ax.get_xlim()[0] < 0 < ax.get_xlim()[1]  # the line at 0 in view
-    assert len(rows) == len(diffs) and "CoLA (MCC)" in rows and "STS-B (Pearson)" in rows
+    assert len(rows) == len(diffs) and "CoLA" in rows and "STS-B" in rows
     paper_marks = [ln for ax in fig.axes for ln in ax.lines if ln.get_marker() == "D"]
     assert sorted(float(ln.get_xdata()[0]) for ln in paper_marks) == sorted(diffs.paper)
     shown = paper.ablation_differences(RECORDS)  # the table, from the same numbers
