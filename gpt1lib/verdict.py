@@ -53,13 +53,13 @@ def verdict_box(records) -> str:
         said = f"{len(held)} of the paper's {len(f)} findings hold" + (
             f" ({', '.join(held)})" if held else ""
         )
-        s = scores[scores.run == run]
-        gaps = np.array([PAPER_RESULTS[t][1] for t in s.task]) - s.value.to_numpy()
-        said += (
-            f"; its {len(s)} task scores sit a median {np.median(gaps):.0f} points below the "
-            f"paper's (from {gaps.min():.0f} to {gaps.max():.0f} below), {int(s.nothing.sum())} of "
-            "them no better than one answer"
-        ) * bool(len(s))
+        if len(s := scores[scores.run == run]):
+            gaps = np.array([PAPER_RESULTS[t][1] for t in s.task]) - s.value.to_numpy()
+            said += (
+                f"; its {len(s)} task scores sit a median {np.median(gaps):.0f} points below "
+                f"the paper's (from {gaps.min():.0f} to {gaps.max():.0f} below), "
+                f"{int(s.nothing.sum())} of them no better than one answer"
+            )
         if (flops := _compute(df, run)) is not None:
             share = float(f"{PAPER_COMPUTE_FLOPS / flops:.2g}")  # two significant figures
             said += f"; its pre-training used about 1/{share:,.0f} of GPT-1's compute"

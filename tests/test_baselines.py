@@ -48,3 +48,28 @@ def test_a_score_whose_interval_reaches_the_one_answers_shows_nothing():
     assert shows_nothing("mrpc", row)  # 75.2 <= 81.2
     assert not shows_nothing("mrpc", {**row, "value": 86.0, "lo": 82.0})
     assert not shows_nothing("mrpc", {**row, "outcome": None})  # no labels kept: unknown
+
+
+def test_the_verdict_box_says_what_the_findings_and_the_records_say():
+    """The box at the top of the intro: each run's count of findings that hold is the findings
+    table's, its compute share is the issue's estimate from outside the code (the small run:
+    "about 1/4,000 of GPT-1's pre-training compute"), and a run with findings but no
+    fine-tuning (zero-shot only) still gets its line."""
+    import re
+
+    from gpt1lib.findings import findings
+    from gpt1lib.harness.reproduce import ROOT
+    from gpt1lib.records import read_records
+    from gpt1lib.verdict import verdict_box
+
+    records = read_records(ROOT / "results")
+    box = verdict_box(records)
+    for run, f in findings(records).groupby("run"):
+        held = int((f.verdict == "yes").sum())
+        assert f"<b>{run}</b>: {held} of the paper's {len(f)} findings hold" in box
+    share = int(
+        re.search(r"small run[^<]*</b>.*?about 1/([\d,]+) of GPT-1", box)[1].replace(",", "")
+    )
+    assert 3_000 < share < 5_000
+    zero_shot = records[records.experiment == "zero_shot"]
+    assert "findings hold" in verdict_box(zero_shot) and "task scores" not in verdict_box(zero_shot)
