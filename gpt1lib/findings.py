@@ -92,7 +92,7 @@ RULE = (
     "not in training examples, and each arm's fine-tuning rate chosen by the same search; and "
     "(2) over the tasks where the compared model learned something measurable (a task leaves "
     "where it gave one answer to 90% or more of the examples or scored below chance; a "
-    "zero-shot heuristic leaves where the transformer's last checkpoint gave one answer so), "
+    "zero-shot heuristic leaves where the transformer's last checkpoint did the same), "
     "with at least 4 of Table 5's 8 tasks left (2 of the 4 zero-shot heuristics), each "
     "difference lies on the paper's side with its paired 95% interval excluding 0, and at "
     "least a third of the size the paper claims where it claims one"
@@ -167,8 +167,9 @@ def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float,
 
 def learned_nothing(name: str, rows: dict, tasks, below_chance: bool = True) -> dict[str, str]:
     """Task -> why, for each of ``tasks`` on which the model ``name`` (its rows by task, with
-    ``value``, ``lo``, ``hi`` and ``outcome``) learned nothing measurable: one answer to every
-    example, or (``below_chance``) a score whose interval lies below chance (``RULE``, part 2)."""
+    ``value``, ``lo``, ``hi`` and ``outcome``) learned nothing measurable: one answer to 90% of
+    the examples or more (``evaluations.NEARLY_ONE``), or (``below_chance``) a score whose
+    interval lies below chance (``RULE``, part 2)."""
     out = {}
     for t in (t for t in tasks if t in rows):
         r, title = rows[t], TASKS[HEURISTICS.get(t, t)].title
