@@ -77,6 +77,15 @@ def constant_answers(records) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "row", "task", "answer", "examples"])
 
 
+def floors(task: str, outcome) -> tuple[float, float]:
+    """(chance, the one answer's score) of a task on an evaluation's labels (``outcome``); NaN
+    where they cannot be known without the labels (any one answer, F1's chance)."""
+    y = outcome["labels"] if isinstance(outcome, dict) else None
+    floor = chance(task, y)
+    one = one_answer_score(task, y) if y is not None else np.nan
+    return np.nan if floor is None else floor, one
+
+
 def shows_nothing(task: str, row: dict) -> bool:
     """Whether a final evaluation (a row with ``value``, ``lo`` and ``outcome``) shows nothing
     learned: its score's 95% interval (its value, where it has none) reaches the best one
@@ -90,15 +99,12 @@ def shows_nothing(task: str, row: dict) -> bool:
 
 def with_baselines(records, experiments=tuple(ROWS)) -> pd.DataFrame:
     """Beside each final evaluation of ``experiments`` (``final_metrics``' rows, with their
-    columns): the task's ``chance`` and ``one_answer_score`` on its evaluation labels (NaN
-    where it kept no outcomes), and ``nothing``, whether it ``shows_nothing``."""
+    columns): the task's ``floors`` on its evaluation labels (``chance``, ``one answer``), and
+    ``nothing``, whether it ``shows_nothing``."""
     df = final_metrics(records, experiments)
     rows = df.to_dict("records")
-    labels = [r["outcome"]["labels"] if isinstance(r["outcome"], dict) else None for r in rows]
-    df["chance"] = [chance(t, y) if y else np.nan for t, y in zip(df.task, labels, strict=True)]
-    df["one answer"] = [
-        one_answer_score(t, y) if y else np.nan for t, y in zip(df.task, labels, strict=True)
-    ]
+    got = [floors(r["task"], r["outcome"]) for r in rows]
+    df["chance"], df["one answer"] = [c for c, _ in got], [one for _, one in got]
     df["nothing"] = [shows_nothing(r["task"], r) for r in rows]
     return df
 

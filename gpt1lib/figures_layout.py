@@ -4,9 +4,8 @@
   different scales, so no two kinds share an axis: one column of axes per kind (``KINDS``),
   each as wide as its tasks and labelled with its kind. Each reproduced bar carries its 95%
   interval and, drawn on it, its two floors on the run's evaluation labels (``FLOORS``):
-  chance, answering at random (``evaluations.chance``), and the best score of giving one
-  answer to every example (``evaluations.one_answer_score``). The paper's bars have neither:
-  its test labels are not here.
+  chance, answering at random, and the best score of giving one answer to every example
+  (``baselines.floors``). The paper's bars have neither: its test labels are not here.
 * **Rows of dots** (a forest plot): one panel per run, rows grouped under a bold name, each a
   dot with its 95% interval as a horizontal bar and the paper's value, where it states one, as
   an open diamond; a line at 0.
@@ -19,7 +18,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .evaluations import chance, one_answer_score
+from .baselines import floors
 from .facts import PAPER_RESULTS
 from .tasks import TASKS
 
@@ -51,10 +50,7 @@ def heading(ax_or_fig, text: str, width: int = 90, **kw) -> None:
 def bar(row: dict) -> tuple:
     """A reproduced bar from a ``final_metrics`` row: (value, lo, hi, chance, the one answer's
     score), the floors on its evaluation labels (NaN where it kept none, as for F1's chance)."""
-    y = row["outcome"]["labels"] if isinstance(row.get("outcome"), dict) else None
-    floor = chance(row["task"], y)
-    one = one_answer_score(row["task"], y) if y is not None else np.nan
-    return row["value"], row["lo"], row["hi"], np.nan if floor is None else floor, one
+    return row["value"], row["lo"], row["hi"], *floors(row["task"], row.get("outcome"))
 
 
 def paper_bars(values: dict) -> dict:
