@@ -1,15 +1,8 @@
 """What a score is read against: the scores of a model that learned nothing.
 
-Beside each final evaluation (``evaluations.final_metrics``), ``with_baselines`` puts its
-task's chance (``evaluations.chance``: answering at random) and the best score of ONE answer
-given to every example (``evaluations.one_answer_score``), both on the evaluation's own labels,
-and marks a score that shows nothing learned: its 95% interval reaches the one answer's score,
-or the model gave one answer to 90% or more of the examples (``evaluations.NEARLY_ONE``). MRPC's
-F1, for one, is 81.2 for answering "paraphrase" to every pair. ``marked_cell`` and
-``baseline_cell`` write them into a table's cells, ``MARK`` says so under it. What a run could
-not show, in two tables: ``constant_answers`` (the models that gave one answer) and
-``underfitting`` (L2 after the last epoch against the loss of the best constant prediction,
-``loss.prior_loss``: a run no lower learned the label prior and nothing more).
+Each final evaluation is read against its task's chance and the best score of ONE answer given
+to every example, both on the evaluation's own labels (MRPC's F1, for one, is 81.2 for answering
+"paraphrase" to every pair), and is marked where it shows nothing learned (``shows_nothing``).
 """
 
 from __future__ import annotations
@@ -87,10 +80,9 @@ def floors(task: str, outcome) -> tuple[float, float]:
 
 
 def shows_nothing(task: str, row: dict) -> bool:
-    """Whether a final evaluation (a row with ``value``, ``lo`` and ``outcome``) shows nothing
-    learned: its score's 95% interval (its value, where it has none) reaches the best one
-    answer's score on its labels, or it gave one answer to ``NEARLY_ONE`` of the examples or
-    more. False where it kept no outcomes."""
+    """Whether a final evaluation shows nothing learned: its score's 95% interval (its value,
+    where it has none) reaches the best one answer's score on its labels, or it gave one answer
+    to ``NEARLY_ONE`` of the examples or more. False where it kept no outcomes."""
     if not isinstance(outcome := row.get("outcome"), dict):
         return False
     low = row["value"] if row["lo"] != row["lo"] else row["lo"]
@@ -98,8 +90,7 @@ def shows_nothing(task: str, row: dict) -> bool:
 
 
 def with_baselines(records, experiments=tuple(ROWS)) -> pd.DataFrame:
-    """Beside each final evaluation of ``experiments`` (``final_metrics``' rows, with their
-    columns): the task's ``floors`` on its evaluation labels (``chance``, ``one answer``), and
+    """``final_metrics``' rows with the task's ``floors`` (``chance``, ``one answer``) and
     ``nothing``, whether it ``shows_nothing``."""
     df = final_metrics(records, experiments)
     rows = df.to_dict("records")
@@ -123,10 +114,9 @@ def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def underfitting(records) -> pd.DataFrame:
-    """For each fine-tuning run whose L2 is known: its training examples and updates, L2 after
-    the last epoch, and the loss of predicting the label prior (``loss.prior_loss``), losses to
-    three decimals: recorded with the run where it is (its training labels), else from the
-    evaluation's labels, which are what older records keep ("dev labels")."""
+    """For each fine-tuning run whose L2 is known: L2 after the last epoch against the loss of
+    predicting the label prior (``loss.prior_loss``), a run no lower having learned the prior
+    and nothing more. The prior is the training labels' where recorded, else the evaluation's."""
     df = frame(records)
     cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
     cols += ["L2 minus prior", "prior from"]

@@ -1,75 +1,32 @@
 """A chapter's set-up in one call: its parameters checked, its scale and paths resolved.
 
 Each chapter opens with a cell tagged ``parameters`` (plain assignments, which papermill
-overrides) and, right after it, one call:
-
-    ch = setup("05_classification", globals())
-
-``setup`` reads the chapter's parameters (``PARAMETERS`` names them) from the notebook's
-namespace and refuses a name papermill was given that the chapter does not have (papermill
-sets it and says only "Passed unknown parameter"): a misspelt ``-p scal smoke`` would otherwise
-be ignored and the chapter run at its default scale, on a GPU for hours. It checks every value
-before anything is loaded or pre-trained (an error names the parameter, its value and what it
-takes), resolves the scale and the paths as the README says, finds which of the chapter's tasks
-its source holds (a task it lacks is skipped and said so; none at all is an error before any
-pre-training), prints one line saying what the chapter will do, and returns a ``Chapter``.
+overrides) and, right after it, ``ch = setup("05_classification", globals())``. ``setup``
+refuses a name papermill was given that the chapter does not have (papermill only warns, and a
+misspelt ``-p scal smoke`` would run the default scale), checks every value before anything is
+loaded, resolves the scale, paths and the tasks its source holds, says what the chapter will do
+in one line, and returns a ``Chapter``.
 """
 
 from __future__ import annotations
 
 import ast
-import math
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 from . import experiments, paths
 from .checkpoint import check_model_folder
-from .checks import check_source, count, number
-from .experiments import finetune_tasks
-from .finetune import FinetuneConfig, FinetuneRun
-from .loss import REGRESSIONS
+from .checks import check_setting, check_source, count, number
+from .finetune import FinetuneRun
 from .records import read_records
 from .runs import pretrained_model, start_message
 from .runtime import pick_device, say
 from .scales import SCALES, Scale, resolve_scale
+from .settings import PARAMETERS, FinetuneConfig
 from .tasks import SCORED_BESIDE, get_task, task_names, unavailable
 
-#: Each chapter's parameters, as its ``parameters`` cell declares them (a test keeps the two in
-#: step; the README's table lists them).
-PARAMETERS: dict[str, tuple[str, ...]] = {
-    "intro": ("results_dir",),
-    "results_at_a_glance": ("results_dir",),
-    "01_tokenizer_corpus": (
-        "scale", "seed", "corpus", "corpus_limit", "n_merges", "released_bpe", "agreement_texts",
-    ),
-    "02_model": ("scale", "seed"),
-    "03_pretraining": (
-        "scale", "seed", "corpus", "corpus_limit", "tokenizer", "steps", "out_dir", "resume",
-    ),
-    "04_finetuning": ("scale", "seed", "task", "source", "init", "limit", "out_dir", "corpus"),
-    **{
-        name: ("scale", "seed", "tasks", "source", "init", "lm_coef", *head, "n_transfer",
-               "limit", "eval_limit", "out_dir", "corpus")
-        for name, head in (("05_classification", ()), ("06_entailment", ()),
-                           ("07_similarity", ("regression",)), ("08_multiple_choice", ()))
-    },
-    "09_results": ("scale", "results_dir", "out_dir"),
-    "10_layer_transfer": (
-        "scale", "seed", "tasks", "source", "init", "limit", "eval_limit", "out_dir", "corpus",
-        "results_dir",
-    ),
-    "11_zero_shot": (
-        "scale", "seed", "source", "eval_limit", "out_dir", "corpus", "results_dir",
-    ),
-    "12_ablations": (
-        "scale", "seed", "tasks", "source", "limit", "eval_limit", "out_dir", "corpus",
-        "results_dir",
-    ),
-    "appendix_speed": ("scale", "batch", "seq", "steps", "compile", "out_dir", "results_dir"),
-}  # fmt: skip
 #: The tasks a chapter runs where its ``tasks`` parameter is None: the scale's, by experiment.
 DEFAULT_TASKS: dict[str, Callable[[Scale], tuple[str, ...]]] = {
     "05_classification": lambda S: S.family_tasks["classification"],
@@ -138,11 +95,6 @@ def _folder(name: str, value, resolve: Callable) -> None:
         _path(name, resolve(value) if isinstance(value, (str, os.PathLike)) else value, False)
 
 
-def _choice(name: str, value, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r}: use one of {list(choices)}")
-
-
 def _boolean(name: str, value) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r}: use True or False")
@@ -153,10 +105,15 @@ def _rule(kind: str, *args) -> Callable:
     return lambda name, value: fns[kind](name, value, *args)
 
 
+def _setting(field: str) -> Callable:
+    """The check ``FinetuneConfig`` declares for ``field`` (``settings``)."""
+    return lambda name, value: check_setting(FinetuneConfig, field, value, name)
+
+
 #: Each chapter parameter's check (``init``, ``n_transfer`` and ``scale`` are checked apart).
 CHECKS: dict[str, Callable] = {
-    "seed": _rule("count", None, False, "e.g. -p seed 1"),
-    "lm_coef": _rule("number", 0, math.inf, "lambda of L3: the paper's 0.5, or 0"),
+    "seed": _setting("seed"),
+    "lm_coef": _setting("lm_coef"),
     "limit": _rule("count", 1, True, "examples; None: the scale's"),
     "eval_limit": _rule("count", 1, True, "examples; None: the scale's"),
     "corpus_limit": _rule("count", 1, True, "documents; None: the scale's"),
@@ -175,7 +132,7 @@ CHECKS: dict[str, Callable] = {
     "released_bpe": lambda name, value: value is None or _path(name, paths.local_path(value)),
     "resume": _boolean,
     "compile": _boolean,
-    "regression": lambda name, value: _choice(name, value, REGRESSIONS),
+    "regression": _setting("regression"),
 }
 
 
@@ -212,9 +169,8 @@ class Chapter(SimpleNamespace):
     holds, ``skipped`` the others with the reason, ``init`` where fine-tuning starts)."""
 
     def pretrained(self, arch: str = "gpt", init: str | None = None):
-        """The model fine-tuning starts from, its tokenizer and a line saying what it is
-        (``runs.pretrained_model``): ``init`` (None: the chapter's), saying first what it is
-        about to do and how long that takes."""
+        """``runs.pretrained_model`` from ``init`` (None: the chapter's), saying first what it
+        is about to do and how long that takes."""
         init = init or (getattr(self, "init", None) if arch == "gpt" else None) or "pretrain"
         say(start_message(self.scale, self.out_dir, init, arch))
         return pretrained_model(
@@ -228,20 +184,20 @@ class Chapter(SimpleNamespace):
         mine = {k: getattr(self, k) for k in names if hasattr(self, k)}
         return self.S.finetune_for("full", seed=self.seed, **mine)
 
-    def runs(self, origin: str) -> FinetuneRun:
-        """What this chapter's fine-tuning runs share (``finetune.FinetuneRun``): its protocol
-        (``finetune_config``), source, limits, runs folder, device; ``origin`` says where the
-        model came from."""
+    def runs(self, origin: str, progress: bool = True) -> FinetuneRun:
+        """What this chapter's fine-tuning runs share (``finetune.FinetuneRun``); ``origin``
+        says where the model came from."""
         mine = {k: getattr(self, k, None) for k in ("task", "limit", "eval_limit")}
         where = {"out_dir": self.out_dir, "init": origin, "device": self.device}
-        return FinetuneRun(cfg=self.finetune_config(), source=self.source, **mine, **where)
+        cfg, source = self.finetune_config(), self.source
+        return FinetuneRun(cfg=cfg, source=source, progress=progress, **mine, **where)
 
-    # Each chapter's experiment (``experiments``) on this chapter's tasks, data, limits and
-    # settings; each returns its results (by task; by task and blocks; by arm and task).
+    # Each chapter's experiment (``experiments``) on this chapter's tasks and settings.
 
     def finetune(self, pretrained, tok, origin: str):
         """Chapters 05-08's, ``experiments.finetune_tasks``."""
-        return finetune_tasks(self.S, pretrained, tok, self.tasks, self.runs(origin))[0]
+        base = self.runs(origin)
+        return experiments.finetune_tasks(self.S, pretrained, tok, self.tasks, base)[0]
 
     def objective(self, pretrained, tok, origin: str):
         """Chapter 04's, ``experiments.objective``: lambda = 0.5 and lambda = 0."""
@@ -249,24 +205,17 @@ class Chapter(SimpleNamespace):
 
     def layer_transfer(self, pretrained, tok, origin: str):
         """Chapter 10's, ``experiments.layer_transfer``: every count of blocks transferred."""
-        base = replace(self.runs(origin), progress=False)
+        base = self.runs(origin, progress=False)
         return experiments.layer_transfer(self.S, pretrained, tok, self.tasks, base)
 
     def zero_shot(self):
         """Chapter 11's, ``experiments.zero_shot_curves``: both models' checkpoints scored."""
-        return experiments.zero_shot_curves(
-            self.S,
-            self.source,
-            self.out_dir,
-            eval_limit=self.eval_limit,
-            seed=self.seed,
-            device=self.device,
-            progress=False,
-        )
+        kw = {"eval_limit": self.eval_limit, "seed": self.seed, "device": self.device}
+        return experiments.zero_shot_curves(self.S, self.source, self.out_dir, progress=False, **kw)
 
     def ablations(self, models: dict, tok):
         """Chapter 12's, ``experiments.ablations``: Table 5's rows."""
-        base = replace(self.runs("this book's pre-training run"), progress=False)
+        base = self.runs("this book's pre-training run", progress=False)
         return experiments.ablations(self.S, models, tok, self.tasks, base)
 
     def recorded(self, tasks: list[str] | None = None):
@@ -290,7 +239,7 @@ def _injected(namespace: dict) -> set[str]:
         if isinstance(source, str) and source.lstrip().startswith("# Parameters"):
             for node in ast.parse(source).body:
                 targets = node.targets if isinstance(node, ast.Assign) else []
-                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
     return names
 
 
@@ -354,8 +303,7 @@ def _available(ch: dict) -> tuple[list[str], dict[str, str]]:
 
 
 def setup(name: str, namespace: dict) -> Chapter:
-    """The chapter ``name``'s set-up (see the module's docstring): ``namespace`` is the
-    notebook's ``globals()``, after its parameters cell."""
+    """The chapter ``name``'s set-up from ``namespace``, the notebook's ``globals()``."""
     if name not in PARAMETERS:
         raise ValueError(f"unknown chapter {name!r}: the chapters are {list(PARAMETERS)}")
     given = _given(name, namespace)

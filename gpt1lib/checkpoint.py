@@ -1,13 +1,10 @@
 """Models and resumable checkpoints, written atomically (``files``) and checked when read back.
 
-A model is ``model.safetensors`` plus
-``model.json`` (its class and config); a resumable checkpoint is a folder, written under a
-temporary name and renamed into place, with everything a pre-training run needs to go on exactly
-where it stopped: the model, AdamW's moments, the RNG states, the data position, the run's
-config, float16's loss scale and the tokenizer. Every file's sha256 is kept beside it
-(``state.json``; a model folder's ``model.json``) and checked when it is read back, so a damaged
-file is an error that names it, never weights that train on silently (``files``). ``load_run``
-gives a checkpoint folder's model and tokenizer, checked to belong together."""
+A model is ``model.safetensors`` plus ``model.json`` (its class and config). A resumable
+checkpoint is a folder, written under a temporary name and renamed into place, with what a
+pre-training run needs to go on exactly where it stopped: the model, AdamW's moments, the RNG
+states, the run's state and config, and the tokenizer. Every file's sha256 is kept
+(``state.json``; ``model.json``) and checked when read back."""
 
 from __future__ import annotations
 
@@ -20,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from .checks import check_tokenizer
 from .files import (
     CheckpointError,
     clean_leftovers,
@@ -32,8 +30,9 @@ from .files import (
     write_json,
     write_tensors,
 )
-from .lstm import LSTMLM, LSTMConfig
+from .lstm import LSTMLM
 from .model import GPT, GPTConfig
+from .settings import LSTMConfig
 from .tokenizer import GPT1Tokenizer
 
 MODEL_FILE, MODEL_META = "model.safetensors", "model.json"
@@ -115,12 +114,8 @@ def load_run(folder: str | os.PathLike, device: str | torch.device = "cpu"):
     checkpoint, or one of the log-spaced ones), checked to belong together."""
     model = load_model(folder, device)
     tok = GPT1Tokenizer.load(folder)
-    if tok.vocab_size != model.config.vocab_size:
-        raise CheckpointError(
-            f"{folder}: its tokenizer has {tok.vocab_size} tokens but its model "
-            f"{model.config.vocab_size}: the two were not saved together; use a folder "
-            "written by pretrain"
-        )
+    fix = f"{folder}: the two were not saved together; use a folder written by pretrain"
+    check_tokenizer(tok, model, fix, CheckpointError)
     return model, tok
 
 
@@ -132,8 +127,6 @@ def _load_weights(model, tensors: dict, path: Path) -> None:
             f"{path} does not fit the model its folder describes: {str(e)[:300]}"
         ) from e
 
-
-# ---------------------------------------------------------------- a resumable checkpoint
 
 CHECKPOINT_FILES = (
     "state.json",

@@ -18,6 +18,7 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import fields
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -27,10 +28,10 @@ __all__ = [
     "DataWarning",
     "check_batches",
     "check_finetune",
-    "check_finetune_config",
+    "check_config",
     "check_labelled",
     "check_pretrain",
-    "check_pretrain_config",
+    "check_setting",
     "check_run_task",
     "check_source",
     "check_tokenizer",
@@ -51,9 +52,10 @@ def count(name: str, value, minimum: int | None = 1, none: bool = False, hint: s
         raise ValueError(f"{name}={value!r}: use {allowed}{f' ({hint})' if hint else ''}")
 
 
-def number(name: str, value, low: float, high: float = math.inf, hint: str = "", **open_) -> None:
+def number(
+    name: str, value, low: float, high=math.inf, hint="", low_open=False, high_open=False
+) -> None:
     """``value`` must be a real number in [low, high] (``low_open`` / ``high_open``: excluded)."""
-    low_open, high_open = open_.get("low_open", False), open_.get("high_open", False)
     ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
     ok = ok and (value > low if low_open else value >= low)
     ok = ok and (value < high if high_open else value <= high)
@@ -69,51 +71,37 @@ def number(name: str, value, low: float, high: float = math.inf, hint: str = "",
 # ---------------------------------------------------------------- configs
 
 
-def check_finetune_config(cfg) -> None:
-    """Every field of a ``FinetuneConfig`` in its range."""
-    c = "FinetuneConfig."
-    number(c + "lr", cfg.lr, 0, low_open=True, hint="the paper: 6.25e-5")
-    count(c + "batch_size", cfg.batch_size, hint="the paper: 32")
-    count(c + "epochs", cfg.epochs, hint="the paper: 3")
-    number(c + "warmup", cfg.warmup, 0, 1, hint="a fraction of training; the paper: 0.002")
-    number(c + "weight_decay", cfg.weight_decay, 0, hint="the paper: 0.01")
-    number(c + "grad_clip", cfg.grad_clip, 0, low_open=True, hint="a global norm, e.g. 1.0")
-    number(c + "lm_coef", cfg.lm_coef, 0, hint="lambda of L3: the paper's 0.5, 0 turns L1 off")
-    number(c + "clf_pdrop", cfg.clf_pdrop, 0, 1, high_open=True, hint="the paper: 0.1")
-    count(c + "n_transfer", cfg.n_transfer, -1, none=True, hint="None: every block")
-    count(c + "max_len", cfg.max_len, 4, none=True, hint="None: the model's context")
-    count(c + "eval_batch_size", cfg.eval_batch_size)
-    count(c + "eval_train_examples", cfg.eval_train_examples, 0)
-    count(c + "seed", cfg.seed, None)
-
-
-def check_pretrain_config(cfg, stop_after: int | None = None) -> None:
-    """Every field of a ``PretrainConfig`` in its range (and ``pretrain``'s ``stop_after``)."""
-    c = "PretrainConfig."
-    count(c + "total_steps", cfg.total_steps, none=True, hint="None: `epochs` over the corpus")
-    number(c + "epochs", cfg.epochs, 0, low_open=True, hint="the paper: 100")
-    count(c + "batch_size", cfg.batch_size, hint="sequences per update; the paper: 64")
-    count(c + "micro_batch_size", cfg.micro_batch_size, none=True, hint="None: no accumulation")
-    number(c + "max_lr", cfg.max_lr, 0, low_open=True, hint="the paper: 2.5e-4")
-    count(c + "warmup_steps", cfg.warmup_steps, 0, hint="the paper: 2000")
-    number(c + "weight_decay", cfg.weight_decay, 0, hint="the paper: 0.01")
-    number(c + "grad_clip", cfg.grad_clip, 0, low_open=True, hint="a global norm, e.g. 1.0")
-    for name in ("log_interval", "eval_interval", "eval_batches", "ckpt_interval"):
-        count(c + name, getattr(cfg, name), hint="updates (batches) between two")
-    count(c + "n_log_checkpoints", cfg.n_log_checkpoints, 0)
-    count(c + "log_from", cfg.log_from, hint="the update of the first log-spaced checkpoint")
-    if cfg.loss not in ("auto", "fused", "logits"):
+def choice(name: str, value, choices: tuple, hint: str = "") -> None:
+    """``value`` must be one of ``choices``."""
+    if value not in choices:
         raise ValueError(
-            f"{c}loss={cfg.loss!r}: use 'auto' (the device's faster), 'fused' or 'logits'"
+            f"{name}={value!r}: use one of {list(choices)}" + (f" ({hint})" if hint else "")
         )
-    count(c + "seed", cfg.seed, None)
-    count("stop_after", stop_after, none=True, hint="None: run to total_steps")
+
+
+RULES = {"count": count, "number": number, "choice": choice}
+
+
+def check_setting(cls, field: str, value, name: str | None = None) -> None:
+    """``value`` for the field ``field`` of the config class ``cls`` (``settings``), checked by
+    the rule its declaration holds; the error names it ``name`` (else ``cls.field``)."""
+    meta = cls.__dataclass_fields__[field].metadata
+    kind, args = meta["check"]
+    RULES[kind](name or f"{cls.__name__}.{field}", value, hint=meta["help"], **args)
+
+
+def check_config(cfg) -> None:
+    """Every field of a config (``settings``) that declares a check, in its range."""
+    for f in fields(cfg):
+        if f.metadata.get("check"):
+            check_setting(type(cfg), f.name, getattr(cfg, f.name))
 
 
 def check_pretrain(model, tokenizer, corpus, cfg, world: int, out_dir, stop_after) -> int:
     """Everything that can be wrong with a ``pretrain`` call (on ``world`` processes), before
     any work; returns the micro-batch size."""
-    check_pretrain_config(cfg, stop_after)
+    check_config(cfg)
+    count("stop_after", stop_after, none=True, hint="None: run to total_steps")
     if Path(out_dir).is_file():
         raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
     model_cfg = model.config
@@ -138,11 +126,12 @@ def check_pretrain(model, tokenizer, corpus, cfg, world: int, out_dir, stop_afte
     return micro
 
 
-def check_tokenizer(tok, model, fix: str) -> None:
-    """The tokenizer's vocabulary is the model's, so every id it makes is one the model knows
-    (ids are checked once, where they enter); ``fix`` ends the error."""
+def check_tokenizer(tok, model, fix: str, error: type[Exception] = ValueError) -> None:
+    """The one check that a vocabulary is the model's, so every id it makes is one the model
+    knows: where a tokenizer meets a model (pre-training, a checkpoint's folder, fine-tuning,
+    zero-shot); ``fix`` ends the ``error``."""
     if tok.vocab_size != model.config.vocab_size:
-        raise ValueError(
+        raise error(
             f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
             f"{model.config.vocab_size}: {fix}"
         )
@@ -151,10 +140,9 @@ def check_tokenizer(tok, model, fix: str) -> None:
 # ---------------------------------------------------------------- tasks
 
 
-def check_finetune(task: TaskSpec, cfg, train, evals: dict) -> None:
-    """``finetune``'s config and examples: a training split, labelled evaluation splits; a
+def check_finetune(task: TaskSpec, train, evals: dict) -> None:
+    """``finetune``'s examples: a training split, labelled evaluation splits; a
     ``DataWarning`` for a split of one class."""
-    check_finetune_config(cfg)
     if not train:
         raise ValueError(f"no training examples for {task.name}")
     if not evals or not all(evals.values()):
@@ -202,10 +190,9 @@ def check_source(source, name: str = "source") -> None:
         )
 
 
-def check_run_task(spec: TaskSpec, source, cfg, limit, eval_limit, also, eval_split) -> None:
-    """A ``FinetuneRun``'s from a source: the config, the limits, a source that holds two splits, an
+def check_run_task(spec: TaskSpec, source, limit, eval_limit, also, eval_split) -> None:
+    """A ``FinetuneRun``'s from a source: the limits, a source that holds two splits, an
     evaluation split that is not the training split, ``also`` tasks that share the head."""
-    check_finetune_config(cfg)
     count("limit", limit, none=True, hint="training examples; None: all")
     count("eval_limit", eval_limit, none=True, hint="evaluation examples; None: all")
     check_source(source)

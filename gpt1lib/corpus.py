@@ -1,15 +1,10 @@
 """The pre-training corpus (§3.1, §4.1): text -> token ids -> random contiguous sequences.
 
-GPT-1 was pre-trained on BooksCorpus, long stretches of contiguous text, "on mini-batches of 64
-randomly sampled, contiguous sequences of 512 tokens". Here a corpus is a list of documents
-(books, stories), tokenised once (and cached), concatenated into one stream of ids, and cut into
-blocks of ``n_ctx + 1`` tokens (inputs and their next-token targets). Each epoch starts the
-blocks at a fresh random offset and visits them in a fresh random order. Validation is a
-separate set of whole documents.
-
-Sources: ``"fixture"`` (the short stories embedded in the package, for the smoke scale), a local
-text file or folder of ``*.txt`` files (each file a document; a folder with ``train``/``valid``
-parts is split by them), or a Hugging Face hub data set id (one row a document).
+A corpus is a list of documents, tokenised once (and cached), concatenated into one stream and
+cut into blocks of ``n_ctx + 1`` tokens; each epoch starts the blocks at a fresh random offset
+and visits them in a fresh random order. Validation is a separate set of whole documents.
+Sources: ``"fixture"`` (embedded short stories), a text file or folder of ``*.txt`` files (a
+folder with ``train``/``valid`` parts is split by them), a hub data set id, or a bundle.
 """
 
 from __future__ import annotations
@@ -81,14 +76,9 @@ def load_documents(
     text_field: str = "text",
     limit: int | None = None,
 ) -> Documents:
-    """The documents of ``split`` ("train" or "valid") from ``source``.
-
-    A local folder with ``train``/``valid`` parts (subfolders or ``train.txt``/``valid.txt``)
-    gives that part; any other file or folder is the "train" part (hold documents out with
-    ``split_documents``). ``doc_separator`` cuts a file into documents. A source that stores
-    token ids, not text (a bundle, ``tasks.sources``), gives them decoded (lower-case, the
-    tokenizer's spacing), one document per split.
-    """
+    """The documents of ``split`` ("train" or "valid") from ``source``: a folder's
+    ``train``/``valid`` part (a subfolder or ``<part>.txt``), else any file or folder as "train";
+    ``doc_separator`` cuts a file into documents. A bundle's ids come back decoded."""
     src = open_source(source)
     if (folder := src.tokenizer_folder()) is not None:
         ids = src.token_ids("valid" if split in _VALID_NAMES else "train")
@@ -122,9 +112,8 @@ def load_documents(
 
 
 def local_location(source: Path, files: list[Path]) -> str:
-    """Where local corpus text was read, as records keep it: relative to the folder that holds
-    ``source`` (``gutenberg_novels/train.txt``, ``books/train/*.txt (12 files)``), or under
-    ``fixture:`` for the package's own; never this machine's absolute path."""
+    """Where local text was read, relative to the folder holding ``source``
+    (``books/train/*.txt (12 files)``) or under ``fixture:``; never an absolute path."""
     root, prefix = (FIXTURE, "fixture:") if source == FIXTURE else (source.parent, "")
     if len(files) == 1:
         return prefix + files[0].relative_to(root).as_posix()
@@ -180,11 +169,8 @@ def split_documents(
 
 
 def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
-    """All documents' token ids, concatenated in order, cached under ``cache_dir``.
-
-    The cache key is the text's hash and the tokenizer's fingerprint, so a changed corpus or
-    tokenizer is tokenised again; a cache file that cannot be read is written again.
-    """
+    """All documents' token ids, concatenated, cached under ``cache_dir`` by the texts' and
+    the tokenizer's hashes (an unreadable cache file is written again)."""
     h = hashlib.sha256(tokenizer.fingerprint().encode())
     for d in docs.digests():
         h.update(d)
@@ -194,8 +180,7 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
             return load_array(cache, "tokenising again")
         except CheckpointError as e:  # truncated or overwritten
             warnings.warn(str(e), stacklevel=2)
-    # Pieces of LONG_TEXT characters or more, for the batch encoder; encoded apart, they lack
-    # the newline token at each cut between them (one in 64K characters or more).
+    # encoded apart, the pieces lack the newline token at each cut (one in 64K characters)
     pieces = [p for t in docs.texts for p in paragraph_pieces(t, LONG_TEXT)]
     dtype = np.uint16 if tokenizer.n_tokens <= np.iinfo(np.uint16).max + 1 else np.int32
     ids = [np.asarray(e, dtype=dtype) for e in tokenizer.encode_batch(pieces)]
@@ -208,12 +193,8 @@ def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = N
 
 
 class TokenBlocks:
-    """One token stream cut into blocks of ``n_ctx + 1`` tokens, visited epoch by epoch.
-
-    Epoch ``e`` shifts the block boundaries by a random offset and shuffles the blocks, both
-    drawn from ``seed`` and ``e``: a position (epoch, batch) fixes the data exactly, so a run
-    resumed at that position sees the same batches as one that never stopped.
-    """
+    """One token stream cut into blocks of ``n_ctx + 1`` tokens. Epoch ``e``'s offset and
+    block order are drawn from ``seed`` and ``e``, so (epoch, batch) fixes the data exactly."""
 
     def __init__(self, tokens: np.ndarray, n_ctx: int, name: str = "corpus") -> None:
         self.tokens = tokens
@@ -301,13 +282,8 @@ def build_corpus(
     cache_dir: str | os.PathLike | None = None,
     limit: int | None = None,
 ) -> Corpus:
-    """Documents of ``source`` tokenised and cut into blocks; validation by whole documents.
-
-    A source with its own validation part uses it; otherwise ``valid_fraction`` of the
-    documents are held out. A source that stores token ids (a bundle, ``tasks.sources``) gives
-    them, tokenized and split so when it was stored (``tokenizer`` must be the one that made
-    them).
-    """
+    """Documents of ``source`` tokenised and cut into blocks; validation is the source's own
+    part, else ``valid_fraction`` of the documents. A bundle gives its stored ids."""
     src = open_source(source)
     if src.tokenizer_folder() is not None:
         return _stored_corpus(src, tokenizer, n_ctx)

@@ -1,19 +1,10 @@
 """A run's final evaluations, read from its records, with their 95% bootstrap intervals.
 
-Every reproduced number the results pages show comes from here: ``final_metrics`` gives each
-run's and task's paper metric after its last epoch, with the interval ``stats`` computes from
-the evaluation's per-example outcomes (``records.per_example_record``), and the outcomes
-themselves, from which ``difference_interval`` gives the interval of the PAIRED difference of
-two arms scored on the same examples. Records made before those outcomes were kept have none:
-their numbers stand without an interval (``NO_INTERVAL``). Figure 2's points come from here
-too: ``layer_transfer_points`` (left: accuracy against the blocks transferred) and
-``zero_shot_points`` (right: each heuristic at each checkpoint, normalised between random
-guessing and the state of the art; ``one_answer`` names the answer of a model that gave one
-to every example). ``results_records`` splits the recorded runs from this build's;
-``protocol_selection`` reads the fine-tuning protocols a run chose on examples held out from
-train, and the trials behind them. A score's baselines, chance (``chance``) and one answer
-(``one_answer``, ``one_answer_score``), are defined here and read beside each evaluation in
-``baselines``.
+Every reproduced number the results pages show comes from here, and Figure 2's points. An
+interval comes from the evaluation's per-example outcomes (``records.per_example_record``); a
+difference of two arms scored on the same examples gets the paired one. Records without
+outcomes stand without an interval (``NO_INTERVAL``). A score's baselines (``chance``,
+``one_answer_score``) are defined here and read beside each evaluation in ``baselines``.
 """
 
 from __future__ import annotations
@@ -27,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .choice import choose
+from .facts import HEURISTICS, normalise
 from .labels import run_label
 from .records import PER_EXAMPLE, read_records
-from .selection import choose
 from .tasks import TASKS
-from .zeroshot import HEURISTICS, normalise
 
 #: Said beside a number whose run kept no per-example outcomes.
 NO_INTERVAL = (
@@ -43,11 +34,9 @@ NO_INTERVAL = (
 def results_records(
     results_dir: str | os.PathLike, build_dir: str | os.PathLike | None, scale: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
-    """(the records the headline tables and figures show, this build's records, whether the
-    build's are among the former). The headline holds the recorded runs under
-    ``results_dir``, and this build's runs (``build_dir``) only where ``scale`` is a recorded
-    scale (``results_dir/<scale>`` exists): a smoke build's run on the fixtures is a check
-    that the code runs, not a result, and is shown apart."""
+    """(the headline records, this build's records, whether the build's are in the headline).
+    This build's join the recorded runs only at a recorded scale (``results_dir/<scale>``): a
+    smoke build's run on the fixtures is a check that the code runs, not a result."""
     recorded = read_records(results_dir) if Path(results_dir).exists() else read_records()
     build = read_records(build_dir) if build_dir and Path(build_dir).exists() else read_records()
     joined = scale is not None and (Path(results_dir) / scale).is_dir() and not build.empty
@@ -127,6 +116,28 @@ def difference_interval(metric: str, a: dict | None, b: dict | None):
     return stats.paired_difference_interval(metric, pa, pb, y)
 
 
+def metric_of(task: str) -> str:
+    """The paper metric of a task or a zero-shot heuristic (``HEURISTICS``)."""
+    return TASKS[HEURISTICS.get(task, task)].metrics[0]
+
+
+def paired_mean(rows_a: dict, rows_b: dict, tasks) -> tuple[list, float, float, float] | None:
+    """(the common tasks, mean of a - b over them, lo, hi): the paired 95% interval of that mean
+    (``stats.mean_difference_interval``); lo and hi None where a pair was not scored on the same
+    examples. None where no task is common."""
+    common = [t for t in tasks if t in rows_a and t in rows_b]
+    if not common:
+        return None
+    pairs = [(rows_a[t]["outcome"], rows_b[t]["outcome"]) for t in common]
+    mean = sum(rows_a[t]["value"] - rows_b[t]["value"] for t in common) / len(common)
+    if not all(paired(a, b) for a, b in pairs):
+        return common, mean, None, None
+    arms = [
+        (metric_of(t), arrays(a)[0], *arrays(b)) for t, (a, b) in zip(common, pairs, strict=True)
+    ]
+    return common, mean, *stats.mean_difference_interval(arms)
+
+
 def with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
     """Metric rows of ``df`` with their evaluation's outcomes (``outcome``, None where the run
     kept none) and the interval of their value (``lo``, ``hi``, NaN where none)."""
@@ -142,11 +153,9 @@ def with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
-    """One row per (experiment, run, task): the task's paper metric on its eval split, at the
-    last epoch recorded, with its 95% bootstrap interval (``lo``, ``hi``; NaN where the run
-    kept no per-example outcomes), those outcomes (``outcome``) and the run's training
-    examples (``examples``). ``records`` is a DataFrame of records (``read_records``) or a
-    list."""
+    """One row per (experiment, run, task): the task's paper metric on its eval split at the last
+    epoch, with its 95% interval (``lo``, ``hi``; NaN without outcomes), the outcomes and the
+    run's training examples. ``records``: a DataFrame (``read_records``) or a list."""
     df = frame(records)
     cols = ["experiment", "run", "task", "metric", "split", "value", "lo", "hi", "data"]
     cols += ["wall_time", "outcome", "examples"]
@@ -190,10 +199,8 @@ def examples_cell(row: dict) -> str:
 
 def layer_transfer_points(records) -> pd.DataFrame:
     """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
-    epoch with its 95% interval (``lo``, ``hi``; NaN where the run kept no outcomes), the
-    outcomes, ``data``, the training examples (``examples``) and the fine-tuning's wall time.
-    Split "train" is the training examples scored each epoch (dashed in the figure), "dev" the
-    evaluation split."""
+    epoch with its 95% interval. Split "train" is the training examples scored each epoch
+    (dashed in the figure), "dev" the evaluation split."""
     df = frame(records)
     cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
     cols += ["examples", "wall_time"]
@@ -213,12 +220,10 @@ def layer_transfer_points(records) -> pd.DataFrame:
 
 
 def zero_shot_points(records) -> pd.DataFrame:
-    """Figure 2 (right): one row per (run, model, task, checkpoint): the split scored, the
-    metric and its 95% interval, and both normalised between random guessing (0) and the state
-    of the art (1), ``zeroshot.normalise``'s scale. A heuristic that gave ONE answer to every
-    example (``answer``: its name) has no normalised value (NaN): its accuracy is the share of
-    that answer among the labels, and normalising it by 50% as chance would rank two constant
-    models by the label balance alone (SST-2: +0.046 for "positive", -0.046 for "negative")."""
+    """Figure 2 (right): one row per (run, model, task, checkpoint): the metric and its 95%
+    interval, both also on ``facts.normalise``'s scale. A heuristic that gave ONE answer to every
+    example (``answer``) has no normalised value: its accuracy is that answer's share of the
+    labels, and normalising it by 50% chance would rank constant models by label balance alone."""
     df = frame(records)
     cols = ["run", "model", "task", "heuristic", "split", "step", "value", "lo", "hi"]
     cols += ["normalised", "nlo", "nhi", "examples", "answer", "outcome"]
@@ -231,10 +236,9 @@ def zero_shot_points(records) -> pd.DataFrame:
     df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
     df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["examples"] = [c.get("examples") for c in df.config]
-    df["split"] = [scored_split(r) for r in df.to_dict("records")]
+    df["split"] = [c["examples_split"] for c in df.config]
     df["answer"] = [one_answer(t, o) for t, o in zip(df.task, df.outcome, strict=True)]
-    # SST-2 has two heuristics (the paper's and a calibrated one); records before: the paper's
-    df["heuristic"] = [c.get("heuristic", t) for c, t in zip(df.config, df.task, strict=True)]
+    df["heuristic"] = [c["heuristic"] for c in df.config]
     for col, src in (("normalised", "value"), ("nlo", "lo"), ("nhi", "hi")):
         df[col] = [
             np.nan if isinstance(a, str) else normalise(h, v)
@@ -250,19 +254,8 @@ def heuristic_title(heuristic: str) -> str:
     return TASKS[task].title + ("" if task == heuristic else " calibrated (not the paper's)")
 
 
-def scored_split(rec: dict) -> str:
-    """The split a zero-shot record scored. Records made before it was kept in ``config``
-    (``examples_split``) name the task's eval split, which is wrong for RACE: the chapter and
-    the recorded runs have always scored RACE's dev split (its test split is Table 3's), so
-    such a RACE record scored dev."""
-    config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
-    if "examples_split" in config:
-        return config["examples_split"]
-    return "dev" if str(rec.get("task")).startswith("race") else str(rec.get("split"))
-
-
 #: A model that gave one answer to this share of an evaluation's examples or more is read as
-#: giving one answer (issue 46: 366 of 408 the same is as telling as 408).
+#: giving one answer (366 of 408 the same is as telling as 408).
 NEARLY_ONE = 0.9
 
 
@@ -319,32 +312,20 @@ def one_answer_score(task: str, labels) -> float:
     return max(float(stats.METRICS[metric](np.full_like(y, a), y)[0]) for a in answers)
 
 
-#: The cpu scale's selection (tools/select_finetune_cpu.py) named the arms by their rows.
-_CPU_ARMS = {
-    "pre-trained": "full",
-    "no aux LM": "no_aux_lm",
-    "from scratch": "no_pretraining",
-    "LSTM": "lstm",
-}
-
-
 def _trial(trial: dict | None) -> str:
     """A selection trial as its rate and its held-out score, "6.25e-05: 21.0"."""
     return f"{trial['config']['lr']:g}: {trial['value']:.1f}" if trial else "none"
 
 
 def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Each run's fine-tuning protocol selection (chapter 12): every setting tried, by run and
-    arm, with its score held out from train (the mean of the selection tasks' metrics), and
-    each arm's choice (``selection.choose``): the best and the runner-up with their scores,
-    the paired 95% interval of the best's lead, whether they tie (``selection.TIE_RULE``) and
-    the setting chosen. ``sweep``: the cpu scale's selection rows, a file of their own
-    (``results/sweeps/cpu_finetune_select.jsonl``), kept before records kept them."""
+    """Each run's fine-tuning protocol selection (chapter 12): (every setting tried, by run and
+    arm, with its held-out score; each arm's choice, ``choice.choose``). ``sweep``: the cpu
+    scale's selection rows, a file of their own (results/sweeps/cpu_finetune_select.jsonl)."""
     df = frame(records)
     trials = df[df.metric == "selection_score"].to_dict("records") if not df.empty else []
     if sweep is not None and Path(sweep).is_file():
         for r in pd.read_json(sweep, lines=True).to_dict("records"):
-            config = {"arm": _CPU_ARMS[r["arm"]], "lr": r["lr"], "warmup": 0.002}
+            config = {"arm": r["arm"], "lr": r["lr"], "warmup": 0.002}
             config |= {"epochs": r["epochs"], "batch_size": r["batch"]}  # no outcomes kept
             run = "cpu selection (tools/select_finetune_cpu.py)"
             trials.append({"run": run, "value": r["score"], "config": config})

@@ -1,19 +1,8 @@
 """One function per chapter experiment, each taking a ``Scale`` and a data source.
 
-A chapter calls its experiment, and so does the recorded run (``harness.runner``, one unit at
-a time), so the two paths cannot disagree about what a chapter runs: its tasks, its arms and
-their fine-tuning protocols come from the ``Scale`` alone, its runs land in the same folders
-(``out_dir/<scale>/<experiment>/...``) with the same records.
-
-* ``pretraining`` (chapter 03): the scale's model, its tokenizer and corpus, pre-trained;
-* ``finetune_tasks`` (chapters 05-08): each task of a family from one pre-trained model;
-* ``objective`` (chapter 04): one task with lambda = 0.5 and lambda = 0;
-* ``layer_transfer`` (chapter 10, Figure 2 left): n_transfer = -1 .. n_layer per task;
-* ``zero_shot_curves`` (chapter 11, Figure 2 right): the heuristics at every checkpoint;
-* ``ablations`` (chapter 12, Table 5): each arm with the protocol the scale chose for it.
-
-The speed run (the appendix) is ``harness.bench.speed_run``. Each fine-tuning experiment
-gathers its data checks (``runtime.gathered_warnings``) into one line per task.
+A chapter calls its experiment, and so does the recorded run (``harness.runner``), so the two
+cannot disagree: tasks, arms and protocols come from the ``Scale`` alone, and the runs land in
+``out_dir/<scale>/<experiment>/...`` with the same records.
 """
 
 from __future__ import annotations
@@ -31,16 +20,12 @@ from .fast import FastGPT
 from .finetune import FinetuneRun, finetune
 from .lstm import LSTMLM
 from .paths import shown
-from .pretrain import PretrainConfig, PretrainResult, pretrain, settings_diff
+from .pretrain import PretrainResult, pretrain, settings_diff
 from .records import append_records, make_record, provenance
 from .runtime import gathered_warnings, pick_device, seed_everything
 from .scales import SCALES, Scale
-from .tasks import (
-    SCORED_BESIDE,
-    DataWarning,
-    open_source,
-    unavailable,
-)
+from .settings import PretrainConfig
+from .tasks import SCORED_BESIDE, DataWarning, open_source, unavailable
 from .tokenizer import GPT1Tokenizer
 from .zeroshot import evaluate_checkpoints, load_zero_shot
 
@@ -117,8 +102,7 @@ def check_resume(
 
 @dataclass
 class Pretraining:
-    """A pre-training run about to start (``pretraining``): its tokenizer, its corpus cut into
-    blocks, its config and folder; ``run`` runs it."""
+    """A pre-training run about to start (``pretraining``); ``run`` runs it."""
 
     S: Scale
     arch: str
@@ -135,8 +119,7 @@ class Pretraining:
 
     def run(self, model=None, *, resume: bool = True, **kw) -> PretrainResult:
         """Pre-train ``model`` (None: a fresh one) into ``folder``, going on from its last
-        checkpoint where ``resume`` and there is one; ``kw``: ``pretrain``'s device,
-        progress and stop_after."""
+        checkpoint where ``resume`` and there is one; ``kw``: ``pretrain``'s."""
         model = model if model is not None else self.model()
         go_on = resume and latest_checkpoint(self.folder) is not None
         return pretrain(
@@ -157,12 +140,9 @@ def pretraining(
     **settings,
 ) -> Pretraining:
     """Chapter 03's run of ``S`` (``arch`` "gpt", or "lstm" for Table 5's baseline) on
-    ``corpus`` (None: the scale's), in ``folder`` (None: ``pretrain_dir``): a checkpoint there
-    checked to be this run's before any data is loaded; the tokenizer (the run's own where it
-    has a checkpoint; the LSTM the transformer's, so that both read the same tokens; else
-    ``scale_tokenizer``'s); the corpus cut into the model's blocks (cached in
-    ``out_dir/cache``); the scale's recipe with ``settings`` (``PretrainConfig``'s fields:
-    seed, total_steps, ...) and the model's config with ``model_overrides``."""
+    ``corpus`` (None: the scale's) in ``folder`` (None: ``pretrain_dir``), a checkpoint there
+    checked first; the tokenizer is the run's own, else the transformer's for the LSTM, else
+    ``scale_tokenizer``'s; ``settings``: ``PretrainConfig``'s fields."""
     corpus, limit = corpus or S.corpus, corpus_limit or S.corpus_limit
     folder = Path(folder) if folder is not None else pretrain_dir(out_dir, S.name, arch)
     cfg = replace(S.pretrain, experiment=f"pretrain:{arch}", **settings)
@@ -192,68 +172,72 @@ def pretraining(
 
 # ---------------------------------------------------------------- fine-tuning
 #
-# Each experiment takes ``base``, a ``FinetuneRun`` holding what its runs share (the protocol,
-# the source, example limits that override the scale's, the runs' root folder, where the model
-# came from, the device), and fine-tunes one run a task (and a setting) with ``finetune``.
+# Each experiment takes ``base``, a ``FinetuneRun`` holding what its runs share (protocol,
+# source, example limits overriding the scale's, runs folder, origin, device).
 
 
-def _one(S: Scale, base: FinetuneRun, task: str, folder: str, **settings) -> FinetuneRun:
-    """``base`` for ``task``: the scale's example limits where ``base`` gives none, its records
-    in ``base.out_dir/<scale>/<folder>/<task>``, and ``settings`` (FinetuneRun's fields)."""
+def _one(S: Scale, base: FinetuneRun, task: str, folder: str, cfg=None, **settings):
+    """``base`` for ``task`` with protocol ``cfg`` (None: base's), the scale's example limits
+    where ``base`` gives none, records in ``base.out_dir/<scale>/<folder>/<task>``."""
     limits = S.limits_for(task, base.limit, base.eval_limit)
     out = Path(base.out_dir, S.name, folder, task) if base.out_dir is not None else None
-    return replace(base, task=task, scale=S.name, out_dir=out, **limits, **settings)
+    cfg = cfg or base.cfg
+    return replace(base, task=task, scale=S.name, out_dir=out, cfg=cfg, **limits, **settings)
+
+
+def _finetune_all(tok, runs: Iterable) -> dict:
+    """Key -> ``finetune``'s result for each (key, pre-trained model, run) of ``runs``, read in
+    turn, their data checks (``runtime.gathered_warnings``) one line a task."""
+    with gathered_warnings(DataWarning):
+        return {key: finetune(model, tok, run) for key, model, run in runs}
 
 
 def finetune_tasks(S: Scale, pretrained, tok, tasks: Iterable[str], base: FinetuneRun):
-    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` with ``base.cfg`` and
-    scored, the tasks that share its data (MNLI-mm, RACE-m/h) beside it, into
-    ``out_dir/<scale>/finetune``. Returns the results by task, and the tasks ``base.source``
-    lacks with the reason (e.g. Story Cloze without its files)."""
-    results, skipped = {}, {}
-    with gathered_warnings(DataWarning):  # one line a task
+    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` and scored, with the
+    tasks that share its data (MNLI-mm, RACE-m/h) beside it, into ``out_dir/<scale>/finetune``.
+    Returns the results by task, and the tasks ``base.source`` lacks with the reason."""
+    skipped = {}
+
+    def runs():
         for task in tasks:
             if why := unavailable(task, base.source):
                 skipped[task] = why
                 continue
             beside = SCORED_BESIDE.get(task, ())
             also = tuple(o for o in beside if not unavailable(o, base.source, train=False))
-            results[task] = finetune(pretrained, tok, _one(S, base, task, "finetune", also=also))
-    return results, skipped
+            yield task, pretrained, _one(S, base, task, "finetune", also=also)
+
+    return _finetune_all(tok, runs()), skipped
 
 
 def objective(S: Scale, pretrained, tok, base: FinetuneRun, coefs=(0.5, 0.0)):
-    """Chapter 04: ``base.task`` fine-tuned with each lambda of ``coefs`` (the paper's 0.5 and
-    0), into ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone:
-    its lambda = 0.5 run is chapter 05's (the same run; the book points there)."""
-    out = {}
-    with gathered_warnings(DataWarning):
-        for coef in coefs:
-            cfg = replace(base.cfg, lm_coef=coef, experiment=f"objective lambda={coef}")
-            out[coef] = finetune(
-                pretrained,
-                tok,
-                _one(S, replace(base, cfg=cfg), base.task, f"objective/lambda{coef}"),
-            )
-    return out
+    """Chapter 04: ``base.task`` fine-tuned with each lambda of ``coefs`` into
+    ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone: its
+    lambda = 0.5 run is chapter 05's."""
+
+    def run(coef: float) -> FinetuneRun:
+        cfg = replace(base.cfg, lm_coef=coef, experiment=f"objective lambda={coef}")
+        return _one(S, base, base.task, f"objective/lambda{coef}", cfg)
+
+    return _finetune_all(tok, ((c, pretrained, run(c)) for c in coefs))
 
 
 def layer_transfer(S: Scale, pretrained, tok, tasks, base: FinetuneRun, points=None):
     """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
-    ``points`` (None: the scale's, ``Scale.transfer_at``), on ``Scale.transfer_limits``
-    examples where ``base`` gives none, scored on dev and on ``S.transfer_train_examples`` of
-    its training examples, into ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
+    ``points`` (None: ``Scale.transfer_at``), on ``Scale.transfer_limits`` examples where
+    ``base`` gives none, scored on dev and on ``S.transfer_train_examples`` training examples,
+    into ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
     cfg = replace(base.cfg, experiment="layer_transfer")
     cfg = replace(cfg, eval_train_examples=S.transfer_train_examples)
-    out = {}
-    with gathered_warnings(DataWarning):  # one line a task for all the points
-        for task, k in ((t, k) for t in tasks for k in points or S.transfer_at()):
-            train, evals = S.transfer_limits.get(task, (None, None))
-            own = replace(base, limit=base.limit or train, eval_limit=base.eval_limit or evals)
-            run = replace(own, cfg=replace(cfg, n_transfer=k), eval_split="dev")
-            run = _one(S, run, task, f"layer_transfer/n_transfer_{k}")
-            out[task, k] = finetune(pretrained, tok, run)
-    return out
+
+    def run(task: str, k: int) -> FinetuneRun:
+        train, evals = S.transfer_limits.get(task, (None, None))
+        own = replace(base, limit=base.limit or train, eval_limit=base.eval_limit or evals)
+        own = replace(own, eval_split="dev")
+        return _one(S, own, task, f"layer_transfer/n_transfer_{k}", replace(cfg, n_transfer=k))
+
+    pairs = ((t, k) for t in tasks for k in points or S.transfer_at())
+    return _finetune_all(tok, ((pair, pretrained, run(*pair)) for pair in pairs))
 
 
 #: Each arm of Table 5 (the experiment its records name): what it changes, and the pre-trained
@@ -267,22 +251,24 @@ ARM_SETTINGS = {
 ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 
 
+def arm_protocol(S: Scale, arm: str, seed: int, experiment: str):
+    """The fine-tuning protocol of Table 5's ``arm`` at scale ``S`` (``Scale.finetune_for``
+    with the arm's change, ``ARM_SETTINGS``)."""
+    return S.finetune_for(arm, seed=seed, experiment=experiment, **ARM_SETTINGS[arm])
+
+
 def ablations(S: Scale, models: dict, tok, tasks, base: FinetuneRun, arms=None):
     """Chapter 12 (Table 5): each of ``arms`` (None: ``Scale.table5_arms``) on each of
-    ``tasks``, with the protocol the scale chose for that arm (``Scale.finetune_for``), from
-    ``models["gpt"]`` (``models["lstm"]`` for the LSTM's arm), into
-    ``out_dir/<scale>/ablations/<arm>``."""
-    out = {}
-    with gathered_warnings(DataWarning):  # one line a task for all the arms
-        for arm, task in ((a, t) for a in arms or S.table5_arms for t in tasks):
-            if unavailable(task, base.source):
-                continue
-            cfg = S.finetune_for(
-                arm, seed=base.cfg.seed, experiment=f"ablation:{arm}", **ARM_SETTINGS[arm]
-            )
-            run = _one(S, replace(base, cfg=cfg), task, f"ablations/{arm}")
-            out[arm, task] = finetune(models[ARM_MODEL[arm]], tok, run)
-    return out
+    ``tasks`` the source holds, with the arm's protocol (``arm_protocol``), from
+    ``models[ARM_MODEL[arm]]``, into ``out_dir/<scale>/ablations/<arm>``."""
+
+    def run(arm: str, task: str) -> FinetuneRun:
+        cfg = arm_protocol(S, arm, base.cfg.seed, f"ablation:{arm}")
+        return _one(S, base, task, f"ablations/{arm}", cfg)
+
+    pairs = ((a, t) for a in arms or S.table5_arms for t in tasks)
+    runs = ((a, t) for a, t in pairs if not unavailable(t, base.source))
+    return _finetune_all(tok, (((a, t), models[ARM_MODEL[a]], run(a, t)) for a, t in runs))
 
 
 # ---------------------------------------------------------------- zero-shot
@@ -337,7 +323,8 @@ def checkpoint_samples(checkpoints, *, tokens: int = 24, device=None, scale=None
             ids = torch.tensor([tok.encode(prompt)], device=dev)
             new = model.generate(ids, tokens)[0, ids.size(1) :].tolist()
             config = {"prompt": prompt, "text": tok.decode(new), "decoding": "greedy"}
-            fields = {"experiment": "samples", "task": "lm", "split": "generated"}
-            fields |= {"step": int(folder.name.split("_")[-1]), "scale": scale, "config": config}
-            out.append(make_record("sample_tokens", len(new), **fields, **provenance(dev)))
+            step = int(folder.name.split("_")[-1])
+            fields = {"experiment": "samples", "task": "lm", "split": "generated", "step": step}
+            where = {"scale": scale, "config": config, **provenance(dev)}
+            out.append(make_record("sample_tokens", len(new), **fields, **where))
     return out

@@ -1,15 +1,12 @@
 """The paper's numbers, as data: every result of §4 and §5 this book sets its runs against.
 
-Tables 2-4 (the test sets; Table 4 the GLUE server's), Table 5 (the ablations on dev sets), what
-§5 states of Figure 2, and the values Figure 2 (right) normalises the zero-shot scores by. Each is
-said once here; the tables and findings (``paper``, ``findings``, ``plots``) and the zero-shot
-heuristics (``zeroshot``) read them.
+Tables 2-4 (the test sets), Table 5 (the ablations on dev sets), what §5 states of Figure 2, and
+the values Figure 2 (right) normalises the zero-shot scores by, each said once here.
 """
 
 from __future__ import annotations
 
 #: Tables 2-4: task -> (metric, GPT-1's value, the best previous result), in percent.
-#: Tables 2 and 3 report test sets; Table 4 the GLUE server's test sets.
 PAPER_RESULTS: dict[str, tuple[str, float, float]] = {
     # Table 2, natural language inference (accuracy)
     "mnli_m": ("accuracy", 82.1, 80.6),
@@ -50,12 +47,11 @@ PAPER_TABLE5_AVG = {
     "LSTM w/ aux LM": 69.1,
 }
 
+#: Table 5's arms, in its row order, as runs and records name them.
+ARMS = ("full", "no_pretraining", "no_aux_lm", "lstm")
 #: Table 5's rows, and the experiment each is recorded under here (``ablation:<arm>``).
 ABLATIONS: dict[str, str] = {
-    "Transformer w/ aux LM (full)": "ablation:full",
-    "Transformer w/o pre-training": "ablation:no_pretraining",
-    "Transformer w/o aux LM": "ablation:no_aux_lm",
-    "LSTM w/ aux LM": "ablation:lstm",
+    row: f"ablation:{arm}" for row, arm in zip(PAPER_TABLE5, ARMS, strict=True)
 }
 #: Which tasks each of the paper's results tables holds, in its column order.
 PAPER_TABLES: dict[str, tuple[str, ...]] = {
@@ -96,6 +92,23 @@ ZERO_SHOT_BASELINES: dict[str, tuple[float, float, str, str]] = {
              "Pronouns'), accuracy on the DPRD test set, unchecked", "unconfirmed: the "
              "paper's page and abstract found here give no accuracy figure"),
 }  # fmt: skip
+
+#: The zero-shot heuristics of Figure 2 (right), the paper's four.
+ZERO_SHOT_TASKS = tuple(ZERO_SHOT_BASELINES)
+#: Each heuristic scored, by the name its records give it (``config["heuristic"]``), and its
+#: task: the paper's four, and SST-2's calibrated threshold (not the paper's).
+HEURISTICS = {
+    "cola": "cola", "sst2": "sst2", "sst2_calibrated": "sst2", "race": "race", "dprd": "dprd",
+}  # fmt: skip
+
+
+def normalise(task: str, value: float) -> float:
+    """``value`` rescaled so that random guessing is 0 and the state of the art is 1 (task: a
+    task or a heuristic of ``HEURISTICS``), Figure 2 (right)'s scale."""
+    key = "race" if task.startswith("race") else HEURISTICS.get(task, task)
+    lo, hi, _, _ = ZERO_SHOT_BASELINES[key]
+    return (value - lo) / (hi - lo)
+
 
 #: GPT-1's pre-training compute as OpenAI stated it ("AI and Compute", 2018): about 0.96
 #: petaflop/s-days (8 GPUs for about 30 days), in FLOPs.

@@ -7,13 +7,12 @@ equal to the paper's model:
 * L1 from the hidden states by ``loss.fused_lm_loss`` (no full logits), or where
   ``loss_path = "logits"`` from the full logits as ``model.GPT`` computes it: compiled on a GPU
   the plain cross-entropy is the faster (``pretrain.loss_path`` picks per device);
-* on the CPU (eager), dropout masks drawn from 16-bit integers, in about half the time of
-  torch's Bernoulli draws (rate round(65536 p) / 65536), and attention written out so that its
-  dropout can use them (PyTorch's CPU flash kernel has no dropout);
+* on the CPU (eager), cheaper dropout masks (``dropout``), and attention written out so that
+  its dropout can use them (PyTorch's CPU flash kernel has no dropout);
 * optionally, the output matmul on W_e padded with zero rows to a multiple of ``pad_vocab_to``
   (64 suits GPU tensor cores: 40,481 -> 40,512); the padding is never a token;
-* ``compiled_regions``: pre-training compiled block by block (PyTorch's regional compilation):
-  cold on this project's CPU the small model's regions compiled in 33 s, the whole in 85.
+* ``compiled_regions``: pre-training compiled block by block (PyTorch's regional compilation),
+  which compiles in well under the whole model's time.
 
 The training loops of this library run FastGPT; a reader's model is ``model.GPT``.
 """

@@ -86,10 +86,8 @@ def grouped_bars(ax, tasks: list[str], series: dict) -> bool:
 
 
 def kind_panels(panels: dict, tasks: list[str], width: float, height: float):
-    """Bars (``grouped_bars``) for each of ``panels`` (a name -> its series; a row of axes
-    each, named where the name is not empty) over ``tasks``, one column of axes per metric
-    kind of theirs (``KINDS``; a column shares its axis down the rows), the legend below.
-    Returns the figure and whether any interval was drawn."""
+    """``grouped_bars`` for each of ``panels`` (a name -> its series; a row of axes each), one
+    column of axes per metric kind. Returns the figure and whether any interval was drawn."""
     kinds = {k: [t for t in tasks if PAPER_RESULTS[t][0] == k] for k in KINDS}
     kinds = {k: ts for k, ts in kinds.items() if ts}
     ratios = [len(ts) + 1 for ts in kinds.values()]  # each column as wide as its tasks
@@ -111,10 +109,8 @@ def kind_panels(panels: dict, tasks: list[str], width: float, height: float):
 
 def dot_rows(panels: dict, xlabel: str | dict, legend: dict, width: float = 9.5):
     """Panels stacked (a name -> its groups: a group's name -> its rows, each (label, value,
-    lo, hi, paper, colour), NaN for no interval or no paper's value), each as tall as its rows,
-    on one x axis (``xlabel`` a string) or each on its own (``xlabel``: a panel's name -> its
-    axis' label); ``legend``: what each marker says (a label -> its style), below. Returns the
-    figure."""
+    lo, hi, paper, colour), NaN for none), on one x axis (``xlabel`` a string) or each on its
+    own (``xlabel``: a panel's name -> its label); ``legend``: a label -> its marker's style."""
     sizes = [sum(len(rows) + 1 for rows in groups.values()) for groups in panels.values()]
     grid = {"squeeze": False, "sharex": isinstance(xlabel, str), "height_ratios": sizes}
     size = (width, 0.24 * sum(sizes) + 1.5 * len(panels) + 0.8)

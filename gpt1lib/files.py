@@ -1,11 +1,9 @@
 """Files a run writes, written atomically and read back with a clear error when not right.
 
-Every file is written beside its place and renamed onto it (``atomic_path``), so that a crash
-leaves the old file or the new one, never half of one; ``clean_leftovers`` removes what a crash
-mid-write left; a failed write (a full disk) names the file and its free space. A file whose
-bytes are not what was written (a sha256 that differs, a file cut short) is a ``CheckpointError``
-naming it and the fix, never data a run goes on with; nothing is unpickled (it could run code).
-The layer below every other module: it imports none of the package's.
+Every file is written beside its place and renamed onto it (``atomic_path``), so a crash leaves
+the old file or the new one; ``clean_leftovers`` removes what a crash mid-write left. A file
+whose bytes are not what was written is a ``CheckpointError`` naming it and the fix; nothing is
+unpickled. Imports none of the package's modules.
 """
 
 from __future__ import annotations
@@ -67,8 +65,7 @@ def verify_files(folder: Path, digests: dict[str, str]) -> None:
 def load_tensors(
     path: Path, device: str | torch.device = "cpu", fix: str = RESUME_ELSEWHERE
 ) -> dict[str, torch.Tensor]:
-    """A safetensors file; a ``CheckpointError`` naming it and ``fix`` if it is truncated or not
-    one (``fix``: what gets a whole one, a checkpoint's by default; a download's is another)."""
+    """A safetensors file; a ``CheckpointError`` naming it and ``fix`` if it is not whole."""
     try:
         return load_file(str(path), device=str(device))
     except Exception as e:  # safetensors' SafetensorError: truncated, or not a safetensors file
@@ -126,7 +123,7 @@ def write_json(path: str | os.PathLike, obj) -> None:
 
 def write_tensors(path: Path, tensors: dict) -> str:
     """``tensors`` (on any device) as a safetensors file at ``path``, atomically; its sha256.
-    A failed write (a full disk) is the ``OSError`` safetensors names only in its own error."""
+    A failed write is the ``OSError`` safetensors names in its own error."""
     with atomic_path(path) as tmp:
         try:
             save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp))
@@ -135,9 +132,6 @@ def write_tensors(path: Path, tensors: dict) -> str:
                 raise
             raise OSError(int(code[1]), os.strerror(int(code[1]))) from e
         return file_sha256(tmp)  # atomic_path's end then renames it into place
-
-
-# ---------------------------------------------------------------- a model
 
 
 #: What an interrupted write leaves: ``atomic_path``'s ``.<name>.tmp<pid>`` files and
@@ -161,9 +155,8 @@ def is_running(pid: int) -> bool:
 def clean_leftovers(
     folder: str | os.PathLike, depth: int = 0, only_dead: bool = False
 ) -> list[Path]:
-    """Remove what interrupted writes left in ``folder`` (and in its sub-folders, ``depth``
-    levels down); with ``only_dead``, only what a process that no longer runs here left (for
-    folders other processes may be writing to). Returns what was removed."""
+    """Remove (and return) what interrupted writes left in ``folder`` and ``depth`` levels of
+    sub-folders; with ``only_dead``, only what processes no longer running left."""
     removed: list[Path] = []
     folder = Path(folder)
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:

@@ -1,12 +1,7 @@
 """What the recorded runs say about the paper's §5 findings, and what they cannot say.
 
-Figure 2 (left)'s gains (``layer_transfer_gains``; the figures' points are
-``evaluations.layer_transfer_points`` and ``evaluations.zero_shot_points``), then what the
-results pages read off each run:
-
-* ``findings``: the paper's four findings at each run, each held to one rule (``RULE``):
-  the run's numbers with their paired intervals, the verdict, every confound in the records;
-* ``zero_shot_last``: each zero-shot curve's last point, its raw score against random;
+Each finding is held to one rule (``RULE``): the run's numbers with their paired intervals,
+the verdict, every confound in the records. Figure 2's points are ``evaluations``'.
 """
 
 from __future__ import annotations
@@ -16,9 +11,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import stats
 from .evaluations import (
-    arrays,
     chance,
     difference_interval,
     final_metrics,
@@ -27,19 +20,22 @@ from .evaluations import (
     heuristic_title,
     how_many,
     layer_transfer_points,
+    metric_of,
     one_answer,
+    paired_mean,
     zero_shot_points,
 )
 from .facts import (
     ABLATIONS,
+    HEURISTICS,
     PAPER_LAYER_TRANSFER,
     PAPER_TABLE5_AVG,
     TABLE5_TASKS,
+    ZERO_SHOT_TASKS,
 )
 from .labels import pretrained, run_label
 from .paper import ablation_runs
 from .tasks import TASKS
-from .zeroshot import BASELINES, HEURISTICS, ZERO_SHOT_TASKS
 
 
 def _transfer_pairs(points: pd.DataFrame):
@@ -57,9 +53,8 @@ def _transfer_pairs(points: pd.DataFrame):
 
 def layer_transfer_gains(records) -> pd.DataFrame:
     """Each run's and task's dev accuracy with every block transferred minus with the
-    embeddings only (``n_transfer`` = n_layer against 0), its paired 95% interval, what the
-    paper states of it (MultiNLI: up to 9), and, where the all-blocks score differs from the
-    run's score of the task in Tables 2-4, why (they are other runs, on other examples)."""
+    embeddings only, its paired 95% interval, what the paper states of it, and why the
+    all-blocks score differs from the task's in Tables 2-4 where it does."""
     tables = {(r["run"], r["task"]): r for r in final_metrics(records).to_dict("records")}
     rows = []
     for run, task, top, a, b, iv in _transfer_pairs(layer_transfer_points(records)):
@@ -85,7 +80,7 @@ def _beside_tables(point: dict, table: dict | None) -> str:
 
 # ---------------------------------------------------------------- the four findings
 
-#: The rule every finding is held to, on every page (``verdict``), in two parts (issue 43).
+#: The rule every finding is held to, on every page (``verdict``), in two parts.
 RULE = (
     "a finding holds only where (1) no treatment confound is found in the records: the arms "
     "compared differ in nothing but what is compared, not in pre-training (updates or tokens), "
@@ -141,25 +136,18 @@ def _fmt(value: float, lo: float, hi: float) -> str:
 
 
 def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float, list] | None:
-    """The mean over ``tasks`` of a - b (rows of ``final_metrics`` or Figure 2's points, by
-    task), the interval of that paired mean, and each task's (task, difference, lo, hi)."""
-    common = [t for t in tasks if t in rows_a and t in rows_b]
-    pairs = [(rows_a[t], rows_b[t]) for t in common]
-    if not common or not all(
-        isinstance(a["outcome"], dict) and isinstance(b["outcome"], dict) for a, b in pairs
-    ):
+    """``evaluations.paired_mean`` of a - b over ``tasks`` (None where a pair has no paired
+    outcomes), and each task's (task, difference, lo, hi)."""
+    got = paired_mean(rows_a, rows_b, tasks)
+    if got is None or got[2] is None:
         return None
-    metric = {t: TASKS[HEURISTICS.get(t, t)].metrics[0] for t in common}
+    common, mean, lo, hi = got
     per_task = []
-    for t, (a, b) in zip(common, pairs, strict=True):
-        iv = difference_interval(metric[t], a["outcome"], b["outcome"]) or (np.nan, np.nan)
+    for t in common:
+        a, b = rows_a[t], rows_b[t]
+        iv = difference_interval(metric_of(t), a["outcome"], b["outcome"]) or (np.nan, np.nan)
         per_task.append((t, a["value"] - b["value"], *iv))
-    arms = [
-        (metric[t], arrays(a["outcome"])[0], *arrays(b["outcome"]))
-        for t, (a, b) in zip(common, pairs, strict=True)
-    ]
-    lo, hi = stats.mean_difference_interval(arms)
-    return float(np.mean([d for _, d, _, _ in per_task])), lo, hi, per_task
+    return mean, lo, hi, per_task
 
 
 # ---------------------------------------------------------------- confounds, from the records
@@ -301,11 +289,9 @@ def _transfer_finding(points: pd.DataFrame):
 
 
 def findings(records) -> pd.DataFrame:
-    """The four findings at each recorded run, each held to ``RULE``: the run's numbers over
-    all tasks and over those where the compared model learned, with the 95% intervals of their
-    paired differences, what is compared (``TARGETS``), the verdict (``verdict``), the
-    treatment confounds found in the records and the tasks left out, each with why. A finding
-    the run has no data for is left out."""
+    """The four findings at each recorded run, each held to ``RULE``: the run's numbers over all
+    tasks and over those where the compared model learned, with paired 95% intervals, the
+    verdict, the treatment confounds and the tasks left out, each with why."""
     df = frame(records)
     cols = ["run", "finding", "run's", "target", "verdict", "treatment confounds", "left out"]
     if df.empty or "metric" not in df.columns:
@@ -352,6 +338,6 @@ def zero_shot_last(records) -> pd.DataFrame:
             "split": last.split,
             "update": last.step.astype(int),
             "score [95% interval]": cells,
-            "random guess": [BASELINES[t][0] for t in last.task],
+            "random guess": [chance(t) for t in last.task],
         }
     ).reset_index(drop=True)

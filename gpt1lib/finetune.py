@@ -23,7 +23,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .checks import check_batches, check_finetune, check_run_task, check_tokenizer, warn_truncated
+from .checks import (
+    check_batches,
+    check_config,
+    check_finetune,
+    check_run_task,
+    check_tokenizer,
+    warn_truncated,
+)
 from .heads import TaskModel, build_task_model
 from .loss import prior_loss, task_loss
 from .optim import make_optimizer, train_step, warmup_linear
@@ -37,6 +44,7 @@ from .runtime import (
     progress_bar,
 )
 from .scoring import encode_all, evaluate
+from .settings import FinetuneConfig
 from .steps import GraphedSteps, graphs_pay
 from .tasks import (
     Example,
@@ -49,36 +57,11 @@ from .tasks import (
 from .transforms import batches, collate
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """Fine-tuning settings of §4.1; the defaults are the paper's."""
-
-    lr: float = 6.25e-5
-    batch_size: int = 32
-    epochs: int = 3
-    warmup: float = 0.002  # fraction of training spent warming up (0.2%), then linear decay
-    weight_decay: float = 0.01  # as in pre-training: weights of rank >= 2
-    grad_clip: float = 1.0
-    lm_coef: float = 0.5  # lambda of L3; 0 for the "w/o aux LM" ablation
-    clf_pdrop: float = 0.1
-    regression: str = "soft_labels"  # STS-B's head: the released code's soft labels, or "mse"
-    n_transfer: int | None = None  # blocks transferred (None: all; 0: embeddings; -1: nothing)
-    max_len: int | None = None  # longest sequence (None: the model's context)
-    eval_batch_size: int = 64
-    eval_train_examples: int = 0  # also score this many training examples each epoch
-    score_every_epoch: bool = True  # False: the eval splits scored after the last epoch only
-    bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
-    compile: bool = False
-    graphs: bool = True  # on CUDA, each batch shape's update replayed as a graph (``steps``)
-    seed: int = 0
-    experiment: str = "finetune"
-
-
 @dataclass
 class FinetuneResult:
-    """Metrics by epoch and split, the first eval split's metrics at the last epoch, and the
-    trained model. Nothing is selected on any split: the result is the last epoch's (the
-    paper's recipe is a fixed 3 epochs), never the best epoch of the split it reports."""
+    """A run's metrics and model. Nothing is selected on any split: the result is the last
+    epoch's (the paper's recipe is a fixed 3 epochs), never the best epoch of the split it
+    reports."""
 
     task: str
     metrics: pd.DataFrame  # epoch, split, metric, value
@@ -118,17 +101,16 @@ class FinetuneRun:
     def load(self) -> RunData:
         """The run's examples, every argument checked first (``checks``)."""
         spec, cfg = self.spec, self.cfg
+        check_config(cfg)
         if self.examples is not None:
             train, evals = self.examples
-            check_finetune(spec, cfg, train, evals)
+            check_finetune(spec, train, evals)
             return RunData(train, dict(evals), {}, None, None)
-        check_run_task(
-            spec, self.source, cfg, self.limit, self.eval_limit, self.also, self.eval_split
-        )
+        check_run_task(spec, self.source, self.limit, self.eval_limit, self.also, self.eval_split)
         train = load_examples(spec, "train", self.source, self.limit, cfg.seed)
         split = self.eval_split or spec.eval_split
         evals = {split: load_examples(spec, split, self.source, self.eval_limit, cfg.seed)}
-        check_finetune(spec, cfg, train, evals)
+        check_finetune(spec, train, evals)
         beside = {
             o: load_examples(o, get_task(o).eval_split, self.source, self.eval_limit, cfg.seed)
             for o in self.also
@@ -154,10 +136,9 @@ class RunData:
 def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     """Fine-tune ``pretrained`` on ``run``'s task with L3 and score it: its evaluation splits
     after each epoch (the last alone without ``cfg.score_every_epoch``), the tasks scored beside
-    it after the last. Nothing is chosen on any split: ``final`` holds the first evaluation
-    split's metrics after the last epoch. With ``run.out_dir``, the records go to
-    ``out_dir/records.jsonl``: each split's metrics, the training losses L3, L2 and L1 of each
-    epoch, and after the last epoch each scored example's prediction (``per_example_record``).
+    it after the last. With ``run.out_dir``, the records go to ``out_dir/records.jsonl``: each
+    split's metrics, the training losses L3, L2 and L1 of each epoch, and after the last epoch
+    each scored example's prediction (``per_example_record``).
     """
     spec, cfg, data = run.spec, run.cfg, run.load()
     check_tokenizer(tok, pretrained, "fine-tune with the model's own tokenizer")
@@ -203,13 +184,10 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
 
 
 class Updates:
-    """A run's updates: each batch's L3 back-propagated, clipped, stepped (``train_step``), or
-    with ``graphs`` on CUDA the whole update replayed as its shape's graph (``steps``);
-    its losses summed on the device; the first update whose loss is not finite, checked every
-    ``CHECK`` updates (a wait for the GPU) and at each epoch's end, an error naming it; and,
-    where the GPU runs out of memory, the batch split into ``split`` micro-batches whose
-    gradients add up to the same update (``split`` doubles until it fits; one example that
-    does not fit alone is an error naming the task, its length and the setting to change)."""
+    """A run's updates (``train_step``, or on CUDA each batch shape's graph, ``steps``), their
+    losses summed on the device, the first non-finite one an error (checked every ``CHECK``
+    updates and at each epoch's end), and where the GPU runs out of memory the batch split into
+    ``split`` micro-batches whose gradients add up to the same update."""
 
     CHECK = 32
 

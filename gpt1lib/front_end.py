@@ -1,19 +1,11 @@
-"""The released code's front end as a ``tokenizers`` normalizer and pre-tokenizer.
+"""The released code's front end (ftfy.fix_text, text_standardize, spaCy's English tokenizer,
+lower-case) as a ``tokenizers`` normalizer and pre-tokenizer.
 
-The released code runs ftfy.fix_text, text_standardize and spaCy's English tokenizer, then
-lower-cases each token, before its BPE. ``GPT1Tokenizer`` does the same in Rust:
-
-* the normalizer does what ftfy and ``text_standardize`` do to book text (curly quotes, cp1252
-  dashes and quotes, ligatures, line breaks, dashes, ellipses, one ``\\n`` per line break), then
-  spaCy's case-sensitive splits, written as spaces: the final period ("Elliot." but "Mr." "A."
-  "U.S.") and the contractions ("don't" -> do n't, "cannot" -> can not, but "DON'T" whole);
-  then it lower-cases;
-* the pre-tokenizer splits at whitespace, isolates text_standardize's punctuation runs, and
-  applies spaCy's prefixes, suffixes ("'s", quotes, brackets), infixes ("...") and the special
-  cases that keep an apostrophe ("'em", "nothin'").
-
-What it still misses is rare (spaCy's special-case matcher inside words, "Mr.Smith"; fullwidth
-letters; Greek final sigma; "y'all", "I'ma"); ``gpt1lib.released_encoder`` measures it.
+The normalizer does what ftfy and ``text_standardize`` do to book text, then spaCy's
+case-sensitive splits as spaces (the final period, the contractions), then lower-cases; the
+pre-tokenizer splits at whitespace, isolates the punctuation runs and applies spaCy's prefixes,
+suffixes, infixes and apostrophe special cases. Rare misses (``released_encoder`` measures them):
+"Mr.Smith", fullwidth letters, Greek final sigma, "y'all".
 """
 
 from __future__ import annotations
@@ -24,10 +16,7 @@ import re
 from tokenizers import Regex, normalizers
 from tokenizers import pre_tokenizers as pre
 
-# ---------------------------------------------------------------------------------------------
-# Normalizer: ftfy.fix_text (the parts that touch book text) + text_standardize + lower-case.
-
-# Literal replacements only: they cost a fraction of a regular expression's scan.
+# ftfy.fix_text's parts that touch book text, as literal replacements (cheaper than regexes).
 _FTFY = [
     *[("\x85", "..."), ("\x82", "'"), ("\x91", "'"), ("\x92", "'"), ("\x84", '"'), ("\x93", '"')],
     *[("\x94", '"'), ("\x96", "\u2013"), ("\x97", "\u2014")],  # fix_c1_controls (cp1252)
@@ -40,9 +29,7 @@ _FTFY = [
 #: text_standardize's replacements.
 STANDARDIZE = {"\u2014": "-", "\u2013": "-", "\u2015": "-", "\u2026": "...", "\u00b4": "'"}
 
-# ---------------------------------------------------------------------------------------------
-# Character classes shared by the normalizer and the pre-tokenizer (spaCy's English rules).
-
+# Character classes of spaCy's English rules.
 _QUOTES = "'\"`\u2018\u2019\u201a\u201e\u201c\u201d\u00ab\u00bb\u00b4"
 _PUNCT = r"\u2026,:;!?\u00bf\u061f\u00a1()\[\]{}<>_#*&\u00b7"
 _PUNCT += r"\u3002\uff1f\uff01\uff0c\u3001\uff1b\uff1a\uff5e\u0964\u060c\u06d4\u061b\u066a"

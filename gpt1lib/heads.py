@@ -7,10 +7,7 @@ last index" of a padded batch). The only new parameters are W_y and the embeddin
 special tokens. Heads, as in the released code: classification and entailment read one extract
 vector; similarity ADDS the extract vectors of its two orders, then W_y; multiple choice maps
 each answer's extract vector to one scalar and takes a softmax over the answers, with ONE
-classifier-dropout mask shared by an example's answers. STS-B, scored on a scale of 0 to 5, is
-trained by default on the released code's soft labels over 6 classes and predicts the expected
-score (``regression="soft_labels"``), or with one output on the squared error (``"mse"``); see
-``loss``.
+classifier-dropout mask shared by an example's answers. STS-B's head and loss: ``loss``.
 
 Layer transfer (§5, Figure 2 left), the released code's meaning: ``n_transfer = K`` copies the
 embeddings and the first K blocks; K = 0 copies the embeddings only; K = -1 copies nothing.
@@ -121,10 +118,8 @@ def transfer(src, dst, n_transfer: int | None) -> list[str]:
 
 def build_task_model(pretrained, task: TaskSpec, protocol) -> TaskModel:
     """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT-1, run as ``FastGPT``, or the
-    LSTM) with the special tokens, given ``n_transfer`` layers of ``pretrained``, and a new
-    head W_y for ``task``: ``protocol`` (a ``finetune.FinetuneConfig``) gives ``n_transfer``,
-    the classifier dropout, the seed, the longest sequence and STS-B's head (``regression``,
-    see ``TaskModel``)."""
+    LSTM) with the special tokens, given ``protocol.n_transfer`` layers of ``pretrained``, and
+    a new head W_y for ``task`` (``protocol``: a ``finetune.FinetuneConfig``)."""
     cfg = pretrained.config
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     n_ctx = min(cfg.n_ctx, protocol.max_len or cfg.n_ctx)

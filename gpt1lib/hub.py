@@ -1,9 +1,4 @@
-"""The Hugging Face hub: GPT-1's repository, and its files fetched with a clear error offline.
-
-A layer-0 module (it imports none of the package's): the released weights (``weights``) and
-vocabulary (``tokenizer``) both come from ``HUB_ID``, or from a local copy where the hub cannot
-be reached, which the error says how to use.
-"""
+"""The Hugging Face hub: GPT-1's repository, and its files fetched with a clear error offline."""
 
 from __future__ import annotations
 
@@ -19,8 +14,8 @@ HUB_ID = "openai-community/openai-gpt"
 def hub_files(
     repo_id: str, names: tuple[str, ...], revision: str | None, error: type[Exception], local: str
 ) -> list[Path]:
-    """The files ``names`` of the hub repository ``repo_id``; if one cannot be had, ``error``
-    with ``local``, which says how to use a local copy instead."""
+    """The files ``names`` of hub repository ``repo_id``; else ``error`` ending with ``local``
+    (how to use a local copy instead)."""
     paths = []
     for name in names:
         try:

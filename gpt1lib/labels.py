@@ -1,18 +1,10 @@
 """How the results pages name a run, and say where, how and how long it ran.
 
-A recorded run is one column of a table and one panel or curve of a figure. ``run_label`` names
-it by its scale, device, commit and seed, and by the settings a user changed from the scale's
-recipe (λ, the blocks transferred, STS-B's head, the example limits a user set, the model), so
-that two reruns never share a column. It never names what a recorded run chose for the run
-(each task's training examples): that is the run's data, shown in a column of its own
-(``paper.train_examples``). ``short_names`` gives a table short column heads ("cpu run",
-"small run") whose full labels its caption spells out (``short_runs``: a table's, cut).
-``chapter_times`` is the table each chapter opens with: how long it took at each scale, on
-what, from the recorded runs' manifests. ``fine_tuning_start`` says where a run's
-fine-tuning started, and ``fine_tuning_starts`` whether that is where a chapter at its scale
-starts (``scores_caption``, under chapters 05-08's table of the recorded runs' scores). What
-they say is in a reader's words: the machinery's (a recorded run's units, its offline bundle)
-stays in results/README.md.
+A recorded run is one column of a table and one panel or curve of a figure; ``run_label``
+names it so that two reruns never share a column, and never by what a recorded run chose for
+itself (its training examples are its data, shown in a column of their own). What these say is
+in a reader's words: the machinery's (a recorded run's units, its offline bundle) stays in
+results/README.md.
 """
 
 from __future__ import annotations
@@ -20,12 +12,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import fields
 
 import pandas as pd
 
 from . import paths
+from .facts import ARMS
 from .records import read_records
-from .scales import ARMS, SCALES
+from .scales import SCALES
+from .settings import FinetuneConfig
 from .tasks import get_task
 
 #: How a results table names the split compared on, where it is not simply the registry's.
@@ -33,31 +28,19 @@ EVAL_SPLIT_NOTES = {
     "qqp": "dev (no dev file: 1,000 held-apart train pairs)",
     "story_cloze": "test, or where there is none (the recorded runs) half of the 2016 val file",
 }
-#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
-_SETTINGS = {
-    "lr": "lr {:g}",
-    "batch_size": "batch {}",
-    "epochs": "{} epochs",
-    "warmup": "warm-up {:g}",
-    "weight_decay": "weight decay {:g}",
-    "grad_clip": "clip {:g}",
-    "lm_coef": "λ {:g}",
-    "clf_pdrop": "classifier dropout {:g}",
-    "n_transfer": "n_transfer {}",
-    "regression": "STS-B {}",
-    "max_len": "max_len {}",
-}
-#: Settings an experiment varies itself: its points share one label (one curve, one table).
-_VARIED = {
-    "layer_transfer": ("n_transfer",),
-    "ablation": ("lm_coef", "n_transfer"),
-    "objective": ("lm_coef",),  # chapter 04's "objective lambda=<coef>"
-}
+#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how
+#: (``settings``: each field's ``label``), in the order ``FinetuneConfig`` declares them.
+_SETTINGS = {f.name: f.metadata["label"] for f in fields(FinetuneConfig) if "label" in f.metadata}
+
+
+def _varied(kind: str) -> tuple[str, ...]:
+    """The settings experiment ``kind`` varies itself: its points share one label."""
+    return tuple(f.name for f in fields(FinetuneConfig) if kind in f.metadata.get("varied_by", ()))
 
 
 def device_label(device: str) -> str:
-    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)" (and for the older "cpu (x86_64, 2
-    threads)": torch runs one thread a core unless told otherwise); a GPU's name as it is."""
+    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)", and for "cpu (x86_64, 2 threads)"
+    (torch runs one thread a core unless told otherwise); a GPU's name as it is."""
     if not device.startswith("cpu ("):
         return device
     parts = device.rstrip(")").split(", ")
@@ -75,7 +58,7 @@ def _differences(rec: dict, config: dict) -> list[str]:
     kind, _, arm = str(rec.get("experiment")).partition(":")
     kind = kind.partition(" ")[0]
     default = scale.finetune_for(arm) if kind == "ablation" and arm in ARMS else scale.finetune
-    varied = _VARIED.get(kind, ())
+    varied = _varied(kind)
     if "plan_part" in config:  # a recorded run's protocol, chosen on held-out train: the run's
         varied += ("lr", "warmup", "epochs")
     out = []
@@ -84,8 +67,7 @@ def _differences(rec: dict, config: dict) -> list[str]:
             if name == "n_transfer" and config[name] is None:
                 continue
             out.append(fmt.format(config[name]))
-    # the examples, where a user changed the scale's; a recorded run's own choice of them
-    # (``plan_part``) is the run's data, shown in a column of its own, never in its label
+    # a recorded run's own choice of examples (``plan_part``) is its data, never its label
     if rec.get("task") and "limits" in config and "plan_part" not in config:
         limits = scale.limits_for(rec["task"])
         for key, word in (("limit", "train limit"), ("eval_limit", "eval limit")):
@@ -101,23 +83,16 @@ def _differences(rec: dict, config: dict) -> list[str]:
 
 def run_label(rec) -> str:
     """How a table or figure names the run a number came from, e.g. "cpu run, 2 CPU cores,
-    commit 659788c, seed 0": its scale, device, commit and seed, and every fine-tuning setting
-    a user may change where it differs from the scale's recipe (lambda, the blocks transferred,
-    STS-B's head, the example limits, the model, ...), so that two reruns never share a column.
-    An experiment that varies a setting itself (layer transfer: the blocks; the ablations:
-    lambda and the blocks; the objective: lambda) keeps one label for all its points, and so
-    does a recorded run (``harness.runner``)
-    whatever examples it chose for each task."""
+    commit 659788c, seed 0", then every fine-tuning setting a user changed from the scale's
+    recipe, so that two reruns never share a column. An experiment that varies a setting itself
+    (layer transfer: the blocks) keeps one label for all its points, and so does a recorded run
+    (``harness.runner``) whatever examples it chose for each task."""
     device = device_label(str(rec.get("device") or "?"))
     sha, _, dirty = str(rec.get("commit") or "?").partition("+")
     commit = sha[:7] + (f"+{dirty}" if dirty else "")
     label = f"{rec.get('scale')} run, {device}, commit {commit}"
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     seed = rec.get("seed")
-    if (seed is None or seed != seed) and "plan_part" in config and rec.get("scale") in SCALES:
-        # the budgeted plan's zero-shot records (at ee22f51) kept no seed: it drew their examples
-        # with the scale's, so they are the same run as the plan's other parts
-        seed = SCALES[rec["scale"]].finetune.seed
     if seed is not None and seed == seed:  # not None, not NaN
         label += f", seed {int(seed)}"
     if "lm_coef" in config:  # a fine-tuning run
@@ -145,9 +120,8 @@ _RUN = re.compile(rf"^((?:{'|'.join(SCALES)}) run, [^:·]*?)(?=$|: | · )")
 
 
 def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """``table`` with each run label in its column heads, row names and ``run`` column cut to
-    its short name (``labels.short_names``: "cpu run", "small run"), and the line that says
-    which run each short name is."""
+    """``table`` with each run label in its heads, row names and ``run`` column cut to its
+    ``short_names`` name, and the line that says which run each short name is."""
     texts = [*map(str, table.columns), *map(str, table.index.to_flat_index())]
     texts += list(table["run"].astype(str)) if "run" in table.columns else []
     names = short_names([m.group(1) for t in texts if (m := _RUN.match(t))])
@@ -184,7 +158,7 @@ def _how(entry: dict) -> str:
     data = "on an offline copy of the data" if offline else "on the data"
     if "recipe" in params:  # harness.runner: the chapter's experiments, not its notebook
         return f"{how}: every chapter's experiments in one process, {data}"
-    if "budget" in params:  # the budgeted plan it replaced (the runs before ab661a0)
+    if "budget" in params:
         within = f"within {params['budget']:g} minutes"
         return f"{how}: the chapters' experiments in one process {within}, {data}"
     extra = {k: v for k, v in params.items() if k not in _ROUTINE}
@@ -193,10 +167,8 @@ def _how(entry: dict) -> str:
 
 
 def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None):
-    """How long ``chapter`` (a notebook's name, e.g. "10_layer_transfer") took at each scale,
-    and on what: from each recorded run's ``results/<scale>/manifest.json`` (its wall time,
-    commit, how it was run, and the device its records name), else "not recorded yet".
-    ``results_dir``: None for the recorded runs (``paths.results_dir``)."""
+    """The table a chapter (a notebook's name, e.g. "10_layer_transfer") opens with: how long it
+    took at each scale and on what, from each recorded run's ``results/<scale>/manifest.json``."""
     root = paths.results_dir(results_dir)
     rows = {}
     for scale in SCALES:
@@ -222,9 +194,8 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None):
 
 
 def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
-    """One row per recorded run (``results/<scale>/``): its label (``run_label``), the chapters
-    it recorded, their minutes, how it was made (its manifest), how far each model was
-    pre-trained (``pretraining``) and where its fine-tuning started (``fine_tuning_start``)."""
+    """One row per recorded run (``results/<scale>/``): its label, chapters, minutes, how it was
+    made, how far each model was pre-trained and where its fine-tuning started."""
     rows = []
     for manifest in sorted(paths.results_dir(results_dir).glob("*/manifest.json")):
         entries = json.loads(manifest.read_text())
@@ -246,8 +217,8 @@ def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: Each model's pre-training experiments ("pretrain": the GPT's, before a5300d5).
-PRETRAIN_EXPERIMENTS = {"gpt": ("pretrain:gpt", "pretrain"), "lstm": ("pretrain:lstm",)}
+#: Each model's pre-training experiments.
+PRETRAIN_EXPERIMENTS = {"gpt": ("pretrain:gpt",), "lstm": ("pretrain:lstm",)}
 
 
 def pretrained(records: pd.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:

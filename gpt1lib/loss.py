@@ -1,9 +1,5 @@
-"""The losses of training: L1 from the hidden states without the full logits, and L3.
-
-``fused_lm_loss`` is ``model.lm_loss`` of the logits ``h W^T`` computed one chunk of rows at a
-time, so that the (tokens x vocabulary) logits never exist at full size: the training loops'
-L1 (``fast.FastGPT`` and the LSTM use it). ``task_loss`` is the fine-tuning objective of §3.2,
-L3 = L2 + lambda * L1, as a loss to minimise.
+"""The losses of training: L1 from the hidden states without the full logits
+(``fused_lm_loss``), and the fine-tuning objective of §3.2, L3 = L2 + lambda * L1 (``task_loss``).
 
 STS-B's gold label is a score in [0, 5]. The paper does not say how it was trained; the
 released code does in part: utils.py defines ``stsb_label_encoding``, the soft labels of the
@@ -25,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .runtime import capturing
+from .settings import REGRESSIONS
 
 #: Elements of one chunk of logits in ``fused_lm_loss`` (128 MB in float32): the loss never
 #: holds more than two such chunks at once, whatever the batch.
@@ -103,10 +100,8 @@ def fused_lm_loss(
     the autocast dtype and the log-softmax in float32.
 
     It always runs eagerly, also inside a ``torch.compile``d model (the graph breaks around it):
-    compiled on CUDA (torch 2.11, an H100, 2026-11-22), the gradients it computes in its forward
-    pass came out as zeros, and a 10-minute pre-training run learned nothing; kept out of the
-    graph they equal eager's (``tests/test_speed_paths.py`` compares compiled with eager on
-    CUDA, and on the CPU with ``GPT1_TEST_COMPILE=1``).
+    compiled on CUDA (torch 2.11), the gradients it computes in its forward pass come out as
+    zeros; kept out of the graph they equal eager's (``tests/test_speed_paths.py``).
     """
     B, Tt = targets.shape
     if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
@@ -143,8 +138,6 @@ def fused_lm_loss(
 
 #: Classes of STS-B's soft labels: the scores 0, 1, ..., 5 (utils.py's ``nclass=6``).
 STSB_CLASSES = 6
-#: The heads of a task scored on a scale (STS-B): the released code's soft labels, or MSE.
-REGRESSIONS = ("soft_labels", "mse")
 
 
 def soft_labels(labels: torch.Tensor, n_class: int = STSB_CLASSES) -> torch.Tensor:

@@ -4,7 +4,7 @@
 and fine-tuned the same way. The paper gives only the layer count and the width (2048 units
 beside the transformer's 768); at every scale the LSTM keeps that ratio, ``n_hidden =
 round(n_embd * 2048 / 768)``: 2048 at ``paper``, 1024 at ``small``, 683 at ``cpu``'s ``mini``,
-171 at ``smoke``'s ``tiny`` (``lstm_width``). Everything else is the library's own choice, made
+171 at ``smoke``'s ``tiny`` (``settings``). Everything else is the library's own choice, made
 to mirror GPT-1 so that the two differ only where the paper says they do:
 
 * token embeddings of width ``n_embd``, tied with the output layer, with the same special
@@ -17,16 +17,12 @@ to mirror GPT-1 so that the two differ only where the paper says they do:
   +-1/sqrt(n_hidden) (the paper says nothing of it either);
 * dropout 0.1 on the embeddings and on the LSTM's output.
 
-``LSTMLM`` has the transformer's interface: ``forward(idx, targets, loss_mask, reduction)``
-returns a ``GPTOutput``; ``hidden(idx)``, ``add_special_tokens()``, its layers in ``h`` and
-``config`` with ``vocab_size``, ``n_special``, ``n_tokens``, ``n_ctx``, ``n_embd``,
-``n_layer``; so the pre-training loop, the fine-tuning heads, layer transfer and the zero-shot
+``LSTMLM`` has the transformer's interface (``forward``, ``hidden``, ``add_special_tokens``,
+its layers in ``h``, ``config``), so the loops, the heads, layer transfer and the zero-shot
 scores all take it.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -34,52 +30,7 @@ from torch import nn
 
 from .loss import fused_lm_loss
 from .model import GPT, Reduction
-
-#: The paper's LSTM width over its transformer width (2048 / 768), kept at every scale.
-LSTM_WIDTH_RATIO = 2048 / 768
-
-
-def lstm_width(n_embd: int) -> int:
-    """The LSTM's units beside a transformer of width ``n_embd``: the paper's ratio."""
-    return round(n_embd * LSTM_WIDTH_RATIO)
-
-
-@dataclass(frozen=True)
-class LSTMConfig:
-    """Shape of the LSTM baseline; the defaults are the paper's 2048 units at GPT-1's width."""
-
-    vocab_size: int = 40478
-    n_special: int = 0
-    n_ctx: int = 512  # the longest input (for the same data pipeline; an LSTM has no limit)
-    n_embd: int = 768
-    n_hidden: int = 2048  # "a single layer 2048 unit LSTM"
-    dropout: float = 0.1
-
-    @property
-    def n_tokens(self) -> int:
-        return self.vocab_size + self.n_special
-
-    @property
-    def n_layer(self) -> int:
-        return 1
-
-
-#: Presets beside the transformer's: the same vocabulary and width, the LSTM's units in the
-#: paper's ratio to that width.
-LSTM_PRESETS: dict[str, LSTMConfig] = {
-    "paper": LSTMConfig(),
-    "small": LSTMConfig(n_embd=384, n_hidden=lstm_width(384)),  # 1024
-    "mini": LSTMConfig(vocab_size=8319, n_ctx=128, n_embd=256, n_hidden=lstm_width(256)),  # 683
-    "tiny": LSTMConfig(vocab_size=1000, n_ctx=64, n_embd=64, n_hidden=lstm_width(64)),  # 171
-}
-
-
-def lstm_preset(name: str, **overrides) -> LSTMConfig:
-    """The LSTM preset ``name`` (``paper``, ``small``, ``mini``, ``tiny``), ``overrides``
-    replacing fields."""
-    if name not in LSTM_PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(LSTM_PRESETS)}")
-    return replace(LSTM_PRESETS[name], **overrides)
+from .settings import LSTMConfig
 
 
 class LSTMBlock(nn.Module):

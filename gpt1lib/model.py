@@ -42,8 +42,7 @@ class GPTConfig:
     layer_norm_eps: float = 1e-5
     # Where embedding dropout acts. "matrix": on the embedding matrices before the lookup, as the
     # released code does (so the tied output layer sees the same dropped matrix). "sum": on
-    # h_0 = U W_e + W_p, as transformers' OpenAIGPT does. The paper only says "embedding dropout";
-    # we follow the released code by default and keep "sum" for parity with transformers.
+    # h_0 = U W_e + W_p, as transformers' OpenAIGPT does. The paper only says "embedding dropout".
     embd_dropout: Literal["matrix", "sum"] = "matrix"
 
     def __post_init__(self) -> None:
@@ -205,8 +204,7 @@ class GPT(nn.Module):
         return h, W_out
 
     def embed(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """h_0, and the output layer W_e as dropout left it (the released code drops the
-        matrix before the lookup, so the tied head sees the same dropped matrix)."""
+        """h_0, and the output layer W_e as dropout left it (``GPTConfig.embd_dropout``)."""
         W_e, W_p = self.tokens_embed.weight, self.positions_embed.weight
         T = idx.size(1)
         if self.config.embd_dropout == "matrix":

@@ -94,7 +94,7 @@ def train_step(
     (float16), the losses are scaled before backward and the gradients unscaled before the
     clip; a step whose gradients overflowed is skipped and the scale lowered. ``check`` (a
     loop's first update; it waits for the GPU once): every gradient being zero is an error, a
-    model that would not learn (as a compiled loss once made it, ``loss.fused_lm_loss``)."""
+    model that would not learn (a compiled ``loss.fused_lm_loss`` is one)."""
     set_lr(opt, lr)
     total = None
     for loss in losses:

@@ -1,21 +1,9 @@
 """The paper's numbers (§4, §5) and its tables beside the reproduced runs.
 
-Tables 2-4 hold the test-set results of §4 (Table 4 the GLUE server's), Table 5 the ablations of
-§5. ``paper_table`` and ``ablation_table`` put a results table's tasks, exactly the paper's,
-beside one column (Table 5: one row) per reproduced run, drawn from records
-(``records.read_records``). An average is only ever set against the paper's average over the
-same tasks: Table 4's GLUE score is the GLUE server's over nine test sets and is not
-reproduced here; Table 5's Avg is the mean of its eight columns, and a reproduced row has one
-only with all eight; ``ablation_deltas`` compares the §5 findings over the tasks a run has, with
-the paper's deltas over those same tasks.
-
-Every reproduced number comes with its 95% bootstrap interval over the evaluation examples
-(``stats``) where its run recorded per-example outcomes (``records.per_example_record``), and
-every difference between two arms (``ablation_deltas``, ``ablation_differences``,
-``findings.layer_transfer_gains``) with the interval of the paired difference. Records made before
-those outcomes were kept have none: their numbers stand without an interval (``NO_INTERVAL``).
-``results_records`` splits the recorded runs from this build's (Figure 2's data and the figures
-are in ``plots``).
+An average is only ever set against the paper's average over the same tasks: Table 4's GLUE
+score is the GLUE server's over nine test sets and is not reproduced here; Table 5's Avg is the
+mean of its eight columns, and a reproduced row has one only with all eight. Intervals come from
+``evaluations``.
 """
 
 from __future__ import annotations
@@ -33,7 +21,7 @@ from .evaluations import (
     final_metrics,
     format_value,
     frame,
-    paired,
+    paired_mean,
 )
 from .facts import (
     ABLATIONS,
@@ -73,13 +61,10 @@ def paper_table(
 ):
     """Table 2, 3 or 4 of the paper beside the reproduced values, one column per run.
 
-    Rows are the table's tasks, exactly the paper's (its columns, here rows); a task no run has
-    measured shows NaN in that run's column (never dropped). Table 4 ends with the paper's GLUE
-    score, the GLUE server's over nine test sets, which no run here reproduces (NaN). With
-    ``intervals``, a run's cells are text: the value and its 95% bootstrap interval
-    (``format_value``: "81.3 [79.1, 83.2]", "56.5 †" where the run kept no outcomes, "missing").
-    With ``examples``, each run's column is followed by its data, "<run> · train / eval
-    examples" (``examples_cell``): what a run trained on is its data, never its name.
+    Rows are the paper's tasks (its columns); a task a run has not measured is NaN, never
+    dropped. Table 4 ends with the GLUE score, not reproduced. With ``intervals``, a run's cells
+    are ``format_value`` text; with ``examples``, each run's column is followed by its data
+    (``examples_cell``): what a run trained on is its data, never its name.
     """
     if table not in PAPER_TABLES:
         raise ValueError(
@@ -108,9 +93,8 @@ def paper_table(
 
 
 def runs_table(records, experiments: str | tuple[str, ...] = "finetune") -> pd.DataFrame:
-    """Every task the runs of ``records`` measured (rows, by title) against the runs
-    (columns), each cell the value with its 95% interval (``format_value``): a build's own runs
-    in one table, whichever tasks they are."""
+    """Every task the runs measured (rows) against the runs (columns), each cell the value with
+    its 95% interval: a build's own runs in one table, whichever tasks they are."""
     got = with_baselines(records, experiments)
     if got.empty:
         return pd.DataFrame()
@@ -157,14 +141,11 @@ def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
 
 
 def ablation_table(records, intervals: bool = False):
-    """Table 5: the paper's rows (its columns, in its order: Avg, then the eight tasks under
-    its headings) and below them one row per reproduced run and method.
+    """Table 5: the paper's rows, then one row per reproduced run and method.
 
-    Missing cells are NaN. "Avg" is the paper's for its rows; a reproduced row has one only when
-    it has all eight tasks, the mean the paper's Avg is (else NaN: ``ablation_deltas`` compares
-    a run with fewer tasks over the tasks it has). With ``intervals``, a reproduced row's cells
-    are text with their 95% bootstrap interval (the Avg's: of the mean over the eight tasks,
-    each resampled on its own), as ``paper_table``'s.
+    A reproduced row has an Avg only with all eight tasks (``ablation_deltas`` compares a run
+    with fewer over the tasks it has). With ``intervals``, cells are text as ``paper_table``'s;
+    the Avg's interval is of the mean over the eight tasks, each resampled on its own.
     """
     cols = ["Avg", *TABLE5_COLUMNS]
     rows = {f"paper: {m}": [PAPER_TABLE5_AVG[m], *v] for m, v in PAPER_TABLE5.items()}
@@ -193,10 +174,8 @@ TABLE5_METRICS = {"matthews": "mc", "accuracy": "acc", "f1": "F1", "pearson": "p
 
 
 def ablation_tables(records, intervals: bool = False) -> dict[str, pd.DataFrame]:
-    """Table 5 once per reproduced run, turned to fit a page: its columns as rows (Avg, then
-    the eight tasks with the paper's metric, "CoLA (mc)"), and under each of the paper's four
-    rows two columns, the paper's value and the run's ("missing", or NaN without
-    ``intervals``, where the run has no such row). The cells are ``ablation_table``'s."""
+    """Table 5 once per reproduced run, turned to fit a page: its columns as rows ("CoLA (mc)"),
+    and under each of the paper's four rows two columns, the paper's value and the run's."""
     long = ablation_table(records, intervals)
     kinds = [TABLE5_METRICS[PAPER_RESULTS[t][0]] for t in TABLE5_TASKS]
     index = ["Avg", *(f"{c} ({k})" for c, k in zip(TABLE5_COLUMNS, kinds, strict=True))]
@@ -226,9 +205,8 @@ def full_row_averages(records) -> pd.DataFrame:
 
 
 def ablation_examples(records) -> pd.DataFrame:
-    """What each run's Table 5 rows trained and were scored on, per task (its rows share
-    their data): "train / eval examples" (``examples_cell``), a row per task and a column per
-    run (as ``ablation_tables``: narrow enough for a page)."""
+    """What each run's Table 5 rows trained and were scored on (``examples_cell``), a row per
+    task and a column per run (its rows share their data)."""
     got = with_baselines(records, tuple(ABLATIONS.values()))
     table = pd.DataFrame(index=list(TABLE5_COLUMNS))
     for run, g in got.groupby("run", sort=False):
@@ -260,38 +238,29 @@ FINDINGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 
 def ablation_deltas(records) -> pd.DataFrame:
     """Each §5 finding for each reproduced run: the mean difference of the two Table 5 rows over
-    the finding's tasks that the run has in both, with the 95% interval of that paired mean
-    difference (each task's examples resampled on their own, the same indices for both rows),
-    beside the paper's over the same tasks, which are named in the row (over all eight, the
-    number the paper states, ``FINDINGS``). A finding the run has
-    no common task for is a row of its own that says so ("n/a")."""
+    the finding's tasks the run has in both, with its paired 95% interval, beside the paper's
+    over the same tasks (over all eight, the number the paper states). A finding with no common
+    task is a row that says so ("n/a")."""
     paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
     cols = ["run", "finding", "over the tasks", "run's", "95% interval", "paper's", "note"]
     rows = []
     for run, methods in ablation_runs(records).items():
         for finding, (a, b, tasks) in FINDINGS.items():
-            va, vb = methods.get(a, {}), methods.get(b, {})
-            common = [t for t in tasks if t in va and t in vb]
-            if not common:
+            got = paired_mean(methods.get(a, {}), methods.get(b, {}), tasks)
+            if got is None:
                 missing = ", ".join(TASKS[t].title for t in tasks)
                 why = f"n/a: no task of {missing} has both rows in this run"
                 rows.append((run, finding, "", np.nan, "n/a", np.nan, why))
                 continue
+            common, ours, lo, hi = got
             names = ", ".join(TASKS[t].title for t in common)
-            ours = sum(va[t]["value"] - vb[t]["value"] for t in common) / len(common)
             theirs = sum(paper[a][t] - paper[b][t] for t in common) / len(common)
             stated, why = PAPER_TABLE5_AVG[a] - PAPER_TABLE5_AVG[b], ""
-            if len(common) == len(TABLE5_TASKS):  # the number the paper states, one a page
+            if len(common) == len(TABLE5_TASKS):
                 theirs = stated
             elif tasks == TABLE5_TASKS:
                 why = f"the paper's over the tasks named; over all 8 it is {stated:+.1f}"
-            pairs = [(va[t], vb[t]) for t in common]
-            if all(paired(x["outcome"], y["outcome"]) for x, y in pairs):
-                arms = [
-                    (x["metric"], *arrays(x["outcome"])[:1], *arrays(y["outcome"]))
-                    for x, y in pairs
-                ]
-                lo, hi = stats.mean_difference_interval(arms)
+            if lo is not None:
                 interval, note = f"[{lo:.1f}, {hi:.1f}]", why  # the verdict: findings.findings
             else:
                 interval, note = "†", "; ".join(filter(None, (why, NO_INTERVAL)))
@@ -317,10 +286,8 @@ COMPARISONS["aux LM"] = COMPARISONS.pop("aux LM, larger sets")
 
 
 def ablation_task_differences(records) -> pd.DataFrame:
-    """Each comparison of ``COMPARISONS`` task by task for each run, as numbers: the full
-    model's value minus the other row's (``difference``), the paired 95% interval of that
-    difference (``lo``, ``hi``; NaN where the run kept no outcomes) and the paper's
-    difference on that task (``paper``)."""
+    """Each comparison of ``COMPARISONS`` task by task for each run: the full row's value minus
+    the other's, its paired 95% interval (NaN without outcomes) and the paper's difference."""
     paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
     rows = []
     for run, methods in ablation_runs(records).items():
@@ -367,8 +334,7 @@ def _protocol(config) -> str:
 
 def aux_lm_protocols(records) -> pd.DataFrame:
     """The aux LM's effect, λ = 0.5 minus λ = 0, on each task a run measured both ways
-    (``AUX_LM``): each way's difference with its paired 95% interval, and the protocol each of
-    its two fine-tunings ran with, read from their records."""
+    (``AUX_LM``), with its paired 95% interval and the protocol each fine-tuning ran with."""
     cols = ["run", "task", "measured in", "λ = 0.5 minus λ = 0", "λ = 0.5 ran at", "λ = 0 ran at"]
     exps = tuple(dict.fromkeys(e for a, b in AUX_LM.values() for e in (*a, b)))
     df = frame(records)

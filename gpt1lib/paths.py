@@ -1,19 +1,7 @@
 """Where a chapter's files are: the checkout, its runs, the recorded runs, the repository.
 
-A chapter runs from ``book/`` (Jupyter, nbmake, ``cd book && papermill ...``), from the
-repository's root (``papermill book/02_model.ipynb ...``), or outside any checkout (Colab, a
-pip-installed gpt1lib). Its paths are resolved here, against the checkout, never against
-the working directory alone:
-
-* ``repo_root()``: the checkout (the folder with ``_config.yml`` and ``_toc.yml``) above the
-  working directory, else above the package (an editable install), else None (Colab);
-* ``runs_dir(out_dir)``: where runs are written: None is ``<repo>/runs`` (``./runs`` outside
-  a checkout); a relative path is taken from the repository's root;
-* ``results_dir(results_dir)``: the recorded runs: None is ``<repo>/results``, or outside a
-  checkout the copy installed with the package (``gpt1lib/recorded``, pyproject.toml);
-* ``local_path(value)``: a relative input path (a data folder, a checkpoint) as found from the
-  working directory, else from the repository's root;
-* ``repository()``: ``_config.yml``'s repository URL and branch, the one place they are kept.
+A chapter runs from ``book/``, from the repository's root, or outside any checkout (Colab, a
+pip-installed gpt1lib); its paths are resolved against the checkout, not the working directory.
 """
 
 from __future__ import annotations
@@ -42,15 +30,14 @@ def repo_root() -> Path | None:
 
 def runs_dir(out_dir: str | os.PathLike | None = None) -> Path:
     """Where a chapter writes its runs: ``out_dir`` (relative: from the repository's root), or
-    where None ``<repo>/runs``; outside a checkout, from the working directory (``./runs``)."""
+    ``<repo>/runs`` (``./runs`` outside a checkout)."""
     base = repo_root() or Path.cwd()
     return base / "runs" if out_dir is None else base / Path(out_dir).expanduser()
 
 
 def results_dir(results_dir: str | os.PathLike | None = None) -> Path:
-    """The recorded runs a results chapter reads: ``results_dir`` (relative: from the
-    repository's root), or where None the checkout's ``results/``, else (Colab, a wheel) the
-    copy installed with the package."""
+    """The recorded runs: ``results_dir`` (relative: from the repository's root), else the
+    checkout's ``results/``, else the copy installed with the package."""
     root = repo_root()
     if results_dir is not None:
         return (root or Path.cwd()) / Path(results_dir).expanduser()
@@ -60,10 +47,8 @@ def results_dir(results_dir: str | os.PathLike | None = None) -> Path:
 
 
 def local_path(value):
-    """A path parameter that names something that exists (a data folder, a corpus, a
-    checkpoint): relative, it is looked for from the working directory, then from the
-    repository's root, so a command means the same from ``book/`` and from the root. Other
-    values ("fixture", "hub", "released", a hub id, None) come back unchanged."""
+    """A relative path that exists, found from the working directory, then from the
+    repository's root; other values ("fixture", "hub", a hub id, None) come back unchanged."""
     if not isinstance(value, (str, os.PathLike)) or Path(value).expanduser().is_absolute():
         return value
     here, root = Path(value).expanduser(), repo_root()
@@ -75,11 +60,9 @@ def local_path(value):
 
 
 def shown(path: str | os.PathLike) -> str:
-    """``path`` as a page shows it: from the repository's root (``runs/smoke/pretrain``), beside
-    it (``../shared/data/gpt1_bpe``), or within the package (``gpt1lib/...``), so that no
-    machine's folders appear; elsewhere, or relative (a hub id, "fixture"), as it is. A path
-    reached through a symbolic link (``../shared`` a link to another disk) is shown as given,
-    not as the link's target."""
+    """``path`` as a page shows it, without this machine's folders: from the repository's root
+    (``runs/smoke/pretrain``), beside it (``../shared/...``) or in the package (``gpt1lib/...``);
+    anything else as it is. A path through a symbolic link is shown as given."""
     if not Path(path).is_absolute():
         return str(path)
     root = repo_root()

@@ -1,13 +1,9 @@
-"""The results chapters' figures and table styling, drawn from records: ``paper``'s tables,
-Figure 2's points (``evaluations.layer_transfer_points``, ``evaluations.zero_shot_points``),
-in the layouts of ``figures_layout`` (bars by metric kind, rows of dots with intervals).
+"""The results chapters' figures and table styling, drawn from records in the layouts of
+``figures_layout``, so that a figure is drawn one way wherever it appears.
 
-Chapters 09-12, the results-at-a-glance page and the speed appendix call these functions, so
-that a figure is drawn one way wherever it appears. Each returns its matplotlib figure (or a
-list of them, one per run) with a title naming the run it shows (``labels.run_label``), error
-bars where the run kept per-example outcomes (95% bootstrap intervals, ``stats``), and the
-paper's reference only where the paper states one (``facts.PAPER_LAYER_TRANSFER``; Figure 2
-(right) has none), never an invented curve point.
+Each figure's title names the run it shows; it has error bars where the run kept per-example
+outcomes, and the paper's reference only where the paper states one, never an invented curve
+point.
 """
 
 from __future__ import annotations
@@ -31,6 +27,7 @@ from .evaluations import (
 )
 from .facts import (
     ABLATIONS,
+    HEURISTICS,
     PAPER_LAYER_TRANSFER,
     PAPER_RESULTS,
     PAPER_TABLE5,
@@ -42,7 +39,6 @@ from .labels import short_runs
 from .paper import COMPARISONS, ablation_runs, ablation_task_differences, against_paper
 from .runtime import say
 from .tasks import TASKS
-from .zeroshot import HEURISTICS
 
 NO_BARS = "no error bars: recorded before per-example outcomes were kept"
 
@@ -64,17 +60,15 @@ def show(figs) -> None:
 
 
 def this_build(ch, part: str):
-    """A results chapter's "this build's run" section: the records this build's run of
-    ``ch`` (a ``chapter.Chapter``) wrote in ``run_dir(part)``, and whether they are at a
-    recorded scale (and so in the tables above too), after the line that says which."""
+    """A results chapter's "this build's run" section: the records its run of ``ch`` wrote in
+    ``run_dir(part)``, and whether they are at a recorded scale, after the line that says which."""
     _, build, joined = results_records(ch.results_dir, ch.run_dir(part), ch.scale)
     build_note(ch.scale, joined)
     return build, joined
 
 
 def build_note(scale: str, joined: bool) -> None:
-    """The line a results chapter opens its "this build's run" section with: what that run is
-    (``evaluations.results_records``'s ``joined``: at a recorded scale, also in the tables)."""
+    """The line a results chapter opens its "this build's run" section with."""
     if scale == "smoke":
         say("this build's run (smoke scale, fixtures): a check that the code runs, not a result")
     elif joined:
@@ -87,7 +81,6 @@ def show_table(table: pd.DataFrame, caption: str = ""):
     """A table for a page: each run under its short name (the caption says which run it is),
     numbers to one decimal, gaps as "missing", no row numbers, the caption, and what a "†" (a
     number without an interval) means where one appears."""
-    # row numbers (a range, or what is left of one after a filter): not shown
     plain = table.index.name is None and pd.api.types.is_integer_dtype(table.index)
     table, runs = short_runs(table)
     notes = [caption] if caption else []
@@ -111,9 +104,8 @@ def _cell(value):
 
 
 def results_bars(records, title: str = "Tables 2-4"):
-    """Every task of Tables 2-4 that a run measured: the paper's value and each run's, with its
-    95% interval and floors, one axis per metric kind (``figures_layout.kind_panels``). None
-    where no run has measured any."""
+    """Tables 2-4 as bars: the paper's value and each run's, for every task a run measured; None
+    where there is none."""
     runs = final_metrics(records)
     if runs.empty:
         return None
@@ -129,9 +121,7 @@ def results_bars(records, title: str = "Tables 2-4"):
 
 
 def ablation_figure(records):
-    """Table 5 as bars: a row of panels for the paper and one per run, the four methods side by
-    side on each task, with 95% intervals and floors, one axis per metric kind
-    (``figures_layout.kind_panels``)."""
+    """Table 5 as bars: a row of panels for the paper and one per run."""
     paper = {
         m: paper_bars(dict(zip(TABLE5_TASKS, v, strict=True))) for m, v in PAPER_TABLE5.items()
     }
@@ -176,10 +166,9 @@ def ablation_forest(records):
 
 
 def underfitting_figure(records):
-    """``baselines.underfitting`` drawn: for each run (a panel) and fine-tuning (a group:
-    chapters 05-08's, or a Table 5 row), each task's L2 after the last epoch minus the loss of
-    predicting the label prior, red where it is not below 0: that fine-tuning learned the prior
-    and nothing more. None where no run's L2 is known."""
+    """``baselines.underfitting`` drawn: each task's L2 after the last epoch minus the label
+    prior's loss, red where it is not below 0 (the prior learned and nothing more). None where
+    no run's L2 is known."""
     table = underfitting(records)
     if table.empty:
         return None
@@ -258,9 +247,8 @@ def _transfer_data(g: pd.DataFrame) -> str:
 
 def layer_transfer_figures(records) -> list:
     """Figure 2 (left), one figure per run: accuracy against the blocks transferred (-1: none,
-    0: the embeddings only), dev solid with 95% intervals, the training examples dashed; each
-    task's chance level dotted; and the paper's one stated number, the gain of full transfer on
-    MultiNLI, as a marker set on this run's embeddings-only accuracy."""
+    0: the embeddings only), with the paper's one stated number set on this run's
+    embeddings-only accuracy."""
     figs = []
     for run, g in layer_transfer_points(records).groupby("run", sort=False):
         fig, ax = plt.subplots(figsize=(8.5, 5.6))
@@ -281,12 +269,10 @@ def layer_transfer_figures(records) -> list:
 
 
 def zero_shot_figures(records) -> list:
-    """Figure 2 (right), one figure per run and one panel per heuristic: its score, normalised
-    between random guessing (0) and the state of the art (1), against pre-training updates
-    (log scale); the transformer solid, the LSTM dashed, 95% intervals as bands. A checkpoint
-    at which a model gave every example one answer is no point of the curve (its score is the
-    label balance): a cross on the 0 line marks it. The paper states no value of the figure,
-    so none is drawn: what it finds is in the caption."""
+    """Figure 2 (right), one figure per run and one panel per heuristic: its normalised score
+    against pre-training updates. A checkpoint at which a model gave every example one answer is
+    no point of the curve (its score is the label balance): a cross on the 0 line marks it. The
+    paper states no value of the figure, so none is drawn: what it finds is in the caption."""
     pts = zero_shot_points(records)
     figs = []
     styles = {"Transformer": ("-", "C0"), "LSTM": ("--", "C1")}
@@ -365,9 +351,7 @@ def eval_curves(results: dict) -> pd.DataFrame:
 
 def bench_figure(kept: pd.DataFrame):
     """A.1: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
-    per recorded run (``kept``: bench records with ``run`` and ``variant`` columns; a repeated
-    run's median; a variant a run lacks has no bar), at a height that grows with the runs and
-    the legend beside the bars."""
+    per recorded run (``kept``: bench records with ``run`` and ``variant`` columns)."""
     runs = list(dict.fromkeys(kept.run))
     variants = list(dict.fromkeys(kept.variant))
     height = 2.2 + 0.9 * len(runs) * max(len(variants), 1) / 2
@@ -377,7 +361,7 @@ def bench_figure(kept: pd.DataFrame):
     for ax, metric, label in zip(axes, ["tokens_per_s", "mfu"], ["tokens / s", "MFU"], strict=True):
         for i, variant in enumerate(variants):
             d = kept[(kept.metric == metric) & (kept.variant == variant)]
-            values = d.groupby("run").value.median().reindex(runs)  # a repeated run's median
+            values = d.groupby("run").value.median().reindex(runs)
             has = values.notna().to_numpy()
             pos = y - 0.4 + bar * (i + 0.5)
             bars = ax.barh(pos[has], values[has], bar, label=variant, color=f"C{i}")

@@ -1,18 +1,13 @@
 """Records: every number the book shows, with where it came from.
 
 A record is one measured value (a loss at a step, a dev accuracy, a throughput) plus its
-provenance: experiment, task, split, metric, scale, seed, config, data source, git commit, device,
-date and wall time. Records are appended to JSON-lines files, one object a line, each append one
-synced write of whole lines (a kill leaves whole lines; a write that fails, on a full disk, is
-undone); tables and figures are drawn from them. A line that is not a record (cut short, or
-edited) is left out with a warning naming the file and the line, never an error. A run holds
-the folder it writes (``run_lock``), so that a second run there is refused.
+provenance (``FIELDS``), appended to JSON-lines files, one object a line; tables and figures are
+drawn from them. A line that is not a record (cut short, or edited) is left out with a warning
+naming the file and the line, never an error.
 
-Beside a final evaluation's metrics, one more record (metric ``"per_example"``, made by
-``per_example_record``) keeps what an interval needs: each evaluation example's prediction and
-gold label, in the evaluation's order, and a fingerprint of the examples' ids, so that two arms
-scored on the same examples can be compared example by example (``stats``). Records written
-before these existed have none; their numbers are shown without an interval.
+Beside a final evaluation's metrics, one more record (``per_example_record``) keeps what an
+interval needs: each example's prediction and gold label, in order, and a fingerprint of the
+examples' ids, so that two arms scored on the same examples can be compared example by example.
 """
 
 from __future__ import annotations
@@ -79,8 +74,8 @@ def git_commit() -> str:
     ``results/``, which a recorded run writes to as it goes).
 
     ``$GPT1_COMMIT``, where set, comes first: a copy of the checkout (a GPU machine's) says the
-    commit it was made from that way, and its own ``.git``, if any, may be an older one (the
-    GPU machine's was the session's first commit). Without either: "unknown"."""
+    commit it was made from that way, and its own ``.git``, if any, may be an older one.
+    Without either: "unknown"."""
     if os.environ.get("GPT1_COMMIT"):
         return os.environ["GPT1_COMMIT"]
     try:
@@ -154,15 +149,15 @@ def _line(record: dict[str, Any]) -> bytes:
 
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> Path:
     """Append ``records`` to the JSON-lines file ``path`` (creating folders) in one write of
-    whole lines, synced: a kill leaves whole lines (after a torn last line that an older
-    writer left, they start a line of their own). A write that fails (a full disk) is undone,
+    whole lines, synced: a kill leaves whole lines (after a torn last line, they start a line
+    of their own). A write that fails (a full disk) is undone,
     the file left as it was, and the error names it and the free space there."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(map(_line, records))
     with open(path, "a+b", buffering=0) as f:  # unbuffered: one write, all of it or an error
         size = f.seek(0, os.SEEK_END)
-        if data and size:  # after a torn last line (an older writer's), a line of their own
+        if data and size:  # after a torn last line, a line of their own
             f.seek(size - 1)
             data = data if f.read(1) == b"\n" else b"\n" + data
         try:

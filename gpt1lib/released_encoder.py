@@ -1,29 +1,19 @@
-"""The released code's ``TextEncoder``, to measure how closely ``GPT1Tokenizer`` reproduces it.
-
-The released code (openai/finetune-transformer-lm, ``text_utils.TextEncoder``) encodes text as
-
-    ftfy.fix_text -> text_standardize -> spaCy tokenizer -> lower-case -> BPE per token (+ </w>)
-
-``ReleasedEncoder`` runs that pipeline itself, in Python (slow; ftfy and spaCy come with
-``pip install "gpt1lib[exact]"`` and are imported on first use), and ``agreement`` compares a
-``GPT1Tokenizer`` with it on any text. On the Gutenberg novels of ``corpus/gutenberg_novels``,
-``GPT1Tokenizer.from_released`` gives the released pipeline's ids for every paragraph of valid
-and test and for 99.99% of a 20,000-paragraph sample of train.
+"""The released code's ``TextEncoder`` (openai/finetune-transformer-lm, ``text_utils``), to
+measure how closely ``GPT1Tokenizer`` reproduces it: ftfy.fix_text -> text_standardize -> spaCy
+-> lower-case -> BPE per token, in Python (slow; ``pip install "gpt1lib[exact]"``).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import json
 import os
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Protocol
 
 from .front_end import PUNCT_RUNS, STANDARDIZE
-from .tokenizer import EOW, GPT1Tokenizer, read_merges
+from .tokenizer import EOW, GPT1Tokenizer, read_released
 
 
 def text_standardize(text: str) -> str:
@@ -45,8 +35,7 @@ def _released_front_end():
         raise ImportError(
             'the released preprocessing needs ftfy and spaCy: pip install "gpt1lib[exact]"'
         ) from e
-    # The released code loaded spaCy's 'en' with everything but the tokenizer disabled; the
-    # blank English pipeline has the same tokenizer rules and needs no model download.
+    # the blank English pipeline: spaCy 'en''s tokenizer rules, no model download
     return ftfy.fix_text, spacy.blank("en").tokenizer
 
 
@@ -83,8 +72,7 @@ class ReleasedEncoder:
     def from_files(
         cls, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike
     ) -> ReleasedEncoder:
-        encoder = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-        return cls(encoder, read_merges(vocab_bpe))
+        return cls(*read_released(encoder_json, vocab_bpe, specials=False))
 
     def tokens(self, text: str) -> list[str]:
         """The BPE symbols of ``text``."""
@@ -107,13 +95,9 @@ class _Encodes(Protocol):
 
 
 def agreement(tok: GPT1Tokenizer, reference: _Encodes, texts: Iterable[str]) -> dict:
-    """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``).
-
-    ``identical``: fraction of texts with the same id sequence. ``token_agreement``: the
-    corpus-level difflib ratio 2 M / (N_ours + N_reference), M the tokens in matching blocks of
-    each text's two sequences (1.0 = identical everywhere). ``mismatches``: indices of the texts
-    that differ.
-    """
+    """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``):
+    ``identical``, the fraction of texts with the same ids; ``token_agreement``, difflib's
+    2 M / (N_ours + N_reference) over all texts; ``mismatches``, the texts that differ."""
     texts = list(texts)
     if not texts:
         raise ValueError("agreement needs at least one text")

@@ -1,10 +1,5 @@
 """A pre-trained model for a chapter: this book's own run, GPT-1's released weights, or a
-checkpoint.
-
-``pretrained_model`` gives fine-tuning its starting point: this book's own pre-training run at a
-scale (made, or finished, first if it is missing: seconds at the smoke scale; the chapter's
-experiment ``experiments.pretraining``), GPT-1's released weights, or any checkpoint folder
-``pretrain`` wrote. ``start_message`` says which, and how long it takes, before it starts.
+checkpoint (``pretrained_model``); ``start_message`` says which, and how long it takes.
 """
 
 from __future__ import annotations
@@ -20,9 +15,7 @@ from .scales import SCALES
 from .tokenizer import GPT1Tokenizer
 from .weights import load_pretrained
 
-#: What pre-training costs at each scale, said before a chapter starts it (small: measured on an
-#: H100, results/small; its 20 PFLOP at a quarter of a T4's peak, gpt1lib.flops; cpu: measured
-#: on two cores).
+#: What pre-training costs at each scale, said before a chapter starts it.
 PRETRAIN_TIME = {
     "smoke": "seconds on a CPU",
     "cpu": "about 17 minutes on two CPU cores, the LSTM about 14 more",
@@ -41,15 +34,13 @@ def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:
     if init != "pretrain":
         return f"starting from the checkpoint {shown(init)}"
     run_dir = pretrain_dir(out_dir, scale, arch)
-    ckpt = latest_checkpoint(run_dir)
-    state = read_state(ckpt) if ckpt is not None else None
-    if state is not None and state["step"] >= state["run_config"]["pretrain"]["total_steps"]:
+    ckpt, done = _progress(run_dir)
+    if done:
         return f"starting from this book's pre-training run {shown(run_dir)} (done)"
-    doing = "finishing" if state is not None else "pre-training"
+    doing = "finishing" if ckpt is not None else "pre-training"
     return (
         f"{doing} the {scale} scale's {arch} model first in {shown(run_dir)} "
-        f"({PRETRAIN_TIME[scale]}; "
-        "init='released' starts from GPT-1's weights instead)"
+        f"({PRETRAIN_TIME[scale]}; init='released' starts from GPT-1's weights instead)"
     )
 
 
@@ -80,37 +71,43 @@ def pretrained_model(
 ):
     """The model fine-tuning starts from, its tokenizer, and a line saying what it is.
 
-    ``init``: "pretrain", this project's pre-training run ``out_dir/<scale>/pretrain`` (or
-    ``pretrain_lstm`` for ``arch="lstm"``), run or finished first if needed (``PRETRAIN_TIME``);
-    "released", GPT-1's released weights and vocabulary (``released_model``); a checkpoint
-    folder written by ``pretrain``; or None, the scale's default (``Scale.init``: released at
-    small and paper, pretrain at smoke and cpu). The LSTM reads the transformer run's
-    tokenizer, so the two see the same tokens.
+    ``init``: "pretrain", this book's pre-training run of ``arch`` at ``scale`` in ``out_dir``
+    (``experiments.pretrain_dir``), run or finished first if needed; "released", GPT-1's
+    released weights (``released_model``); a checkpoint folder written by ``pretrain``; or
+    None, the scale's default (``Scale.init``).
     """
     if arch not in ("gpt", "lstm"):
         raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
     if scale not in SCALES:
         raise ValueError(f"scale={scale!r}: choose one of {tuple(SCALES)}")
     init = (SCALES[scale].init if init is None else init) if arch == "gpt" else init or "pretrain"
-    if init not in ("pretrain", "released"):
-        check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
     if init == "released":
         if arch != "gpt":
             raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
         return released_model()
     if init != "pretrain":
+        check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
         model, tok = load_run(init)
         return model, tok, f"checkpoint {shown(init)}"
     return _own_run(scale, out_dir, corpus, arch, device, progress)
+
+
+def _progress(folder: Path) -> tuple[Path | None, bool]:
+    """The newest checkpoint of the pre-training run in ``folder`` (None: none yet), and
+    whether the run is done."""
+    ckpt = latest_checkpoint(folder)
+    if ckpt is None:
+        return None, False
+    state = read_state(ckpt)
+    return ckpt, state["step"] >= state["run_config"]["pretrain"]["total_steps"]
 
 
 def _own_run(scale: str, out_dir, corpus, arch: str, device, progress: bool):
     """``pretrained_model``'s "pretrain": the run in ``out_dir/<scale>``, made or finished (the
     LSTM's after the transformer's, whose tokenizer it reads)."""
     folder = pretrain_dir(out_dir, scale, arch)
-    ckpt = latest_checkpoint(folder)
-    state = read_state(ckpt) if ckpt is not None else None
-    if state is None or state["step"] < state["run_config"]["pretrain"]["total_steps"]:
+    ckpt, done = _progress(folder)
+    if not done:
         if arch == "lstm" and checkpoint_tokenizer(pretrain_dir(out_dir, scale, "gpt")) is None:
             pretrained_model(scale, out_dir, "pretrain", corpus, "gpt", device, progress)
         run = pretraining(SCALES[scale], corpus, out_dir, arch=arch)  # a resume checked first

@@ -1,11 +1,5 @@
 """Where and how a run runs: the seed, the device and its precision, and how it reports its
-progress.
-
-Progress: a training or scoring loop shows a live progress bar (tqdm) where someone watches it,
-in a terminal or a live notebook, and otherwise one line per run when it ends (an executed
-notebook: ``make book``, nbmake, papermill; a log file). ``show_progress_bars`` decides,
-``GPT1_PROGRESS=1`` (bars) or ``GPT1_PROGRESS=0`` (one line per run) overrides it, and
-``progress_bar`` makes the bar.
+progress (a live bar or one line per run: ``show_progress_bars``).
 """
 
 from __future__ import annotations
@@ -196,8 +190,7 @@ def progress_bar(
 
 def timed(step: Callable[[], object], device: torch.device | str = "cpu") -> tuple[float, float]:
     """Run ``step`` once; its wall and CPU seconds, the device synchronised before and after
-    (a GPU runs asynchronously: unsynchronised, a step would time its launches alone). The
-    plan's, the bench's and the CPU sweep's timings all come from it."""
+    (a GPU runs asynchronously: unsynchronised, a step would time its launches alone)."""
     synchronize(device)
     t0, c0 = time.perf_counter(), time.process_time()
     step()
@@ -380,9 +373,8 @@ def pad_multiple(device: torch.device | str, asked: int | None = None) -> int:
 
 def attention_backends(device: torch.device | str):
     """The context a fine-tuning or scoring loop runs in: on CUDA, PyTorch's attention kept to
-    the flash and memory-efficient kernels, which have no per-shape set-up (cuDNN's cost about
-    140 ms the first time each new length reached it on an H100, 2026-11-24); elsewhere
-    nothing changes. ``attention_name`` says which ran."""
+    the flash and memory-efficient kernels, which have no per-shape set-up (cuDNN's is paid
+    again for each new length); elsewhere nothing changes."""
     if torch.device(device).type != "cuda":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel

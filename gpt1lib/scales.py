@@ -21,16 +21,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .finetune import FinetuneConfig
-from .lstm import LSTMConfig, lstm_preset
+from .facts import ARMS
 from .model import GPTConfig, preset
-from .pretrain import PretrainConfig
+from .settings import FinetuneConfig, LSTMConfig, PretrainConfig, lstm_preset
 from .tasks import get_task
 
-#: A long-form book corpus on the hub that loads with ``datasets`` as parquet, one row a book
-#: (PG-19: 28,602 public-domain books, columns short_book_title, publication_date, url, text;
-#: train/validation/test). ``fla-hub/pg19`` is a copy; ``rojagtap/bookcorpus`` holds the
-#: paper's BooksCorpus as sentences, in order, without book boundaries.
+#: A long-form book corpus on the hub (PG-19: 28,602 public-domain books, one row a book).
 HUB_CORPUS = "emozilla/pg19"
 
 
@@ -41,8 +37,6 @@ FAMILY_TASKS = {
     "similarity": ("mrpc", "stsb", "qqp"),
     "multiple_choice": ("race", "story_cloze"),
 }
-#: Table 5's rows, as ``Scale.arms`` and the ablation records (``ablation:<arm>``) name them.
-ARMS = ("full", "no_pretraining", "no_aux_lm", "lstm")
 
 
 @dataclass(frozen=True)
@@ -138,7 +132,6 @@ class Scale:
         }
 
 
-# fmt: off
 SCALES: dict[str, Scale] = {
     "smoke": Scale(
         name="smoke", model="tiny", tokenizer="train:600", corpus="fixture", task_source="fixture",
@@ -156,11 +149,7 @@ SCALES: dict[str, Scale] = {
     "cpu": Scale(
         name="cpu", model="mini", tokenizer="train:8000",
         corpus_limit=100,  # about 40 MB of books
-        # chosen by measurement (tools/sweep_cpu.py, results/README.md): of six 10-minute runs,
-        # 4 x 256 with 8,000 merges at 128 tokens and a peak rate of 1e-3 reached the lowest
-        # bits per byte, with 40% of its updates warming up (with 80 of 700 this post-LN model
-        # collapsed to the unigram distribution at 1e-3). 800 updates of 32 x 128 tokens, 1.7
-        # times the sweep's: about 17 minutes on two cores, the LSTM about 14 more.
+        # chosen by measurement (tools/sweep_cpu.py, results/README.md)
         pretrain=PretrainConfig(
             total_steps=800, batch_size=32, max_lr=1e-3, warmup_steps=320,
             eval_interval=200, eval_batches=8, ckpt_interval=200, n_log_checkpoints=6,
@@ -183,26 +172,21 @@ SCALES: dict[str, Scale] = {
         },
         transfer_train_examples=200,
         transfer_tasks=("mnli_m",),  # RACE's 6 transfer points would take 30 minutes more
-        ablation_tasks=("cola", "sst2", "mrpc", "stsb", "rte"),  # the issue's Table 5 tasks
+        ablation_tasks=("cola", "sst2", "mrpc", "stsb", "rte"),  # Table 5's tasks at this scale
         zero_shot_examples=500,
         bench={"cpu": (8, 128, 5)},
     ),
     "small": Scale(
         name="small", model="small", tokenizer="released", init="released",
         corpus_limit=300,  # about 120 MB of books, streamed
-        # The recipe of one GPU lease (15 minutes of an H100, its start included), predicted
-        # from measured rates by harness.recipe. Pre-training: 6e-4 with 40% warm-up (on an H100
-        # 2026-11-24, after 1,500 updates it reached validation perplexity 77.7, the paper's
-        # 2.5e-4 with 10% 111.5, 6e-4 with 10% collapsed to the unigram distribution); 4,000
-        # updates (6.3 passes over the 20.8 M tokens), as more still paid: 2,500 reached 62.4,
-        # 3,000 58.4, 4,000 53.3; the LSTM as many; 6 checkpoints log-spaced from update 50 for
-        # the zero-shot curves, a resumable one halfway, validation on 10 batches
+        # the recipe of one 15-minute H100 lease, predicted by harness.recipe; the rate and the
+        # updates chosen by measurement (results/README.md)
         pretrain=PretrainConfig(
             total_steps=4_000, max_lr=6e-4, warmup_steps=1_600, log_interval=20, compile=True,
             log_from=50, n_log_checkpoints=6, ckpt_interval=2_000, eval_batches=10,
         ),
         # the eval splits scored after the last epoch only (the paper reports it, and nothing is
-        # chosen on them): 0.3 minutes of the lease
+        # chosen on them)
         finetune=FinetuneConfig(eval_batch_size=256, score_every_epoch=False),
         # CoLA, STS-B, MRPC, RTE and Story Cloze's half whole, 2,500 examples of the larger
         # tasks; every dev set whole
@@ -211,14 +195,12 @@ SCALES: dict[str, Scale] = {
             "mrpc": (None, None), "rte": (None, None), "story_cloze": (None, None),
         },
         # Table 5 without its "w/o aux LM" row, the one row none of the paper's four findings
-        # rests on: its 8 runs (1.5 minutes of the lease) did not fit; chapter 04's lambda = 0
-        # on SST-2 stays
+        # rests on: its 8 runs did not fit the lease; chapter 04's lambda = 0 on SST-2 stays
         table5_arms=("full", "no_pretraining", "lstm"),
         transfer_limits={"mnli_m": (2_500, 2_000)}, transfer_tasks=("mnli_m",),
         transfer_points=(-1, 0, 3, 6, 9, 12),
-        # each row's rate chosen on 15% of the whole CoLA and STS-B train sets (1,282 and 862
-        # examples), each trial fine-tuned on the rest; zero-shot on 1,043 examples a set: CoLA's
-        # whole dev set, so SST-2's (872) and DPRD's (564) whole too, and 1,043 of RACE's 4,887
+        # each row's rate chosen on 15% of the CoLA and STS-B train sets; zero-shot on CoLA's
+        # whole dev set's 1,043 examples a set
         selection_tasks=("cola", "stsb"), zero_shot_examples=1_043,
         bench={"cpu": (4, 128, 5), "cuda": (32, 512, 20)},
     ),
@@ -229,8 +211,7 @@ SCALES: dict[str, Scale] = {
         zero_shot_examples=2000,
         bench={"cpu": (1, 128, 3), "cuda": (64, 512, 20)},  # the paper's own 64 x 512 tokens
     ),
-}
-# fmt: on
+}  # fmt: skip
 
 
 def resolve_scale(scale: str | None = None) -> str:

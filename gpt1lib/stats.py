@@ -134,8 +134,8 @@ def bootstrap_interval(
     seed: int = 0,
     level: float = 0.95,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval (``level``, 95% by default) of ``metric`` (a name of
-    ``METRICS`` or a function of (resamples, examples) arrays) over the examples."""
+    """The percentile bootstrap interval of ``metric`` (a name of ``METRICS`` or a function of
+    (resamples, examples) arrays) over the examples."""
     return _percentiles(bootstrap_distribution(metric, preds, labels, n, seed), level)
 
 

@@ -1,9 +1,9 @@
 """Fine-tuning updates that keep a GPU busy: the whole update replayed as one CUDA graph.
 
 A fine-tuning step of 32 short sequences is launch-bound on a GPU: about 650 kernels, each
-launched from Python, took ~25 ms a step on an H100 while the GPU computed for ~10 of them
-(2026-11-24). ``GraphedSteps`` captures the whole update, forward, L3, backward, the gradient
-clip and fused AdamW, once per batch shape as a CUDA graph, and replays it: one launch a step.
+launched from Python, with the GPU idle between them. ``GraphedSteps`` captures the whole
+update, forward, L3, backward, the gradient clip and fused AdamW, once per batch shape as a
+CUDA graph, and replays it: one launch a step.
 
 A graph has fixed shapes and addresses. Training batches come in few shapes: every one is full
 (the released code drops an epoch's last partial batch, ``transforms.batches``) and on CUDA its
@@ -17,7 +17,7 @@ The first update of each shape runs eagerly and is a real update (as in PyTorch'
 whole-network example, which warms up on real batches): it creates the optimiser's state and
 the kernels' workspaces, which a capture must not allocate. The second captures the graph and
 replays it; so do all later ones. Graphs share one memory pool: each replay's outputs are read
-before the next replay. Eager, as before: a shape whose capture fails (said, and kept in
+before the next replay. Left eager: a shape whose capture fails (said, and kept in
 ``failed`` for the records; where the failure left PyTorch's CUDA random generator unusable,
 an error instead), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so a
 graph saves little there and would hold their activations beside the eager cache), and
@@ -57,7 +57,7 @@ def cuda_graph(fn: Callable[[], torch.Tensor], pool):
     On a side stream, as ``torch.cuda.graph`` does, without its synchronisation, full garbage
     collection and emptied cache before each capture (a sweep captures a few shapes for each
     of its runs) but with Python's garbage collector paused: a graph it destroyed during a
-    capture would break the capture (the ``small`` run's 36th unit, a27161b, on an H100)."""
+    capture would break the capture."""
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     collecting = gc.isenabled()
@@ -210,8 +210,8 @@ _BUILT: dict[tuple, tuple[torch.nn.Module, torch.Tensor]] = {}
 
 def seeded_build(make: Callable, arg, seed: int) -> torch.nn.Module:
     """``make(arg)`` right after ``seed_everything(seed)``, torch's generator left where building
-    it left it: a copy of the last one built the same way, where there is one (0.29 s a fresh
-    ``small`` model on a 2-core CPU; a plan builds dozens from one seed)."""
+    it left it: a copy of the last one built the same way, where there is one (a plan builds
+    dozens from one seed)."""
     key = (make, arg, seed)
     seed_everything(seed)
     if key not in _BUILT:

@@ -1,14 +1,9 @@
-"""GPT-1's byte-pair encoding (the paper, §4.1 "Model specifications": 40,000 merges, learned on
-text cleaned with ftfy, its punctuation and white space standardised, and split by spaCy).
+"""GPT-1's byte-pair encoding (§4.1: 40,000 merges) on Hugging Face ``tokenizers``.
 
-The released vocabulary has 40,478 tokens (``<unk>``, 476 base symbols, the merges,
-``\\n</w>``), then the three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480.
-``GPT1Tokenizer`` runs the same BPE on Hugging Face ``tokenizers`` (Rust, parallel, no spaCy),
-with the released front end rewritten as its normalizer and pre-tokenizer (``gpt1lib.front_end``).
-It gives the released code's ids for all but rare text (``gpt1lib.released_encoder`` measures it):
-every paragraph of the Gutenberg novels' valid and test books; of task texts, an audit (issue 12)
-found 1 of 300 MRPC, 6 of 554 RTE and 2 of 1,225 RACE texts that differ from the released
-``TextEncoder`` (ftfy + spaCy), a count this project has not re-measured.
+The released vocabulary has 40,478 tokens (``<unk>``, 476 base symbols, the merges, ``\\n</w>``),
+then the three §3.3 tokens ``_start_ _delimiter_ _classify_`` at 40478..40480. The released
+front end (ftfy, text_standardize, spaCy) is rewritten as a normalizer and pre-tokenizer
+(``front_end``); ``released_encoder`` measures how closely the ids match the released code's.
 """
 
 from __future__ import annotations
@@ -49,14 +44,15 @@ def _build(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Tokenizer:
 
 
 def _with_specials(vocab: dict[str, int]) -> dict[str, int]:
-    """``vocab`` with ids 0..n-1 checked, and the three §3.3 tokens appended at n, n+1, n+2."""
+    """``vocab`` (ids 0..n-1) with the three §3.3 tokens appended at n, n+1, n+2."""
     n = len(vocab)
-    if sorted(vocab.values()) != list(range(n)):
-        raise ValueError(f"vocabulary ids must be 0..{n - 1} without gaps or repeats")
-    clash = [t for t in SPECIAL_TOKENS if t in vocab]
-    if clash:
-        raise ValueError(f"the vocabulary already holds {clash}; they are appended after it")
-    return {**vocab, **{t: n + i for i, t in enumerate(SPECIAL_TOKENS)}}
+    out = {**vocab, **{t: n + i for i, t in enumerate(SPECIAL_TOKENS)}}
+    if sorted(out.values()) != list(range(n + len(SPECIAL_TOKENS))):
+        raise ValueError(
+            f"vocabulary ids must be 0..{n - 1} without gaps or repeats, and without "
+            f"{SPECIAL_TOKENS} (they are appended after it)"
+        )
+    return out
 
 
 def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
@@ -72,19 +68,39 @@ def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
     return merges
 
 
+def read_released(
+    encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike, specials: bool = True
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """The vocabulary and merges of ``encoder_bpe_40000.json`` + ``vocab_40000.bpe`` (or the
+    hub's ``vocab.json`` + ``merges.txt``), checked to be one release's; ``specials``: with the
+    §3.3 tokens appended."""
+    for p in (encoder_json, vocab_bpe):
+        if not Path(p).is_file():
+            raise FileNotFoundError(
+                f"{p} does not exist: pass the released encoder_bpe_40000.json and "
+                f"vocab_40000.bpe (or vocab.json and merges.txt of {HUB_ID})"
+            )
+    vocab = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    if UNK not in vocab:
+        raise ValueError(f"{encoder_json} has no {UNK!r} token: is it a GPT-1 encoder file?")
+    merges = read_merges(vocab_bpe)
+    unknown = sorted({t for a, b in merges for t in (a, b, a + b)} - vocab.keys())
+    if unknown:
+        raise ValueError(
+            f"{len(unknown)} symbols of the merges in {vocab_bpe} are missing from "
+            f"{encoder_json}, e.g. {unknown[:5]}: the two files must come from one release"
+        )
+    return (_with_specials(vocab) if specials else vocab), merges
+
+
 #: Texts longer than this are encoded (and learned from) in pieces of about a quarter of it.
 LONG_TEXT = 1 << 16
 
 
 def paragraph_pieces(text: str | Iterable[str], size: int) -> Iterator[str]:
-    """``text`` (or its lines, each with its ``\\n``) in pieces of at least ``size`` characters
-    (the last may be shorter), each cut after the line break that ends one or more blank lines.
-
-    The pieces join to the text. The normalizer and pre-tokenizer take a line break for the
-    start or end of a text, so the pieces' ids, joined, are the text's less the ``\\n</w>`` at
-    each cut (none where only white space follows): ``encode_batch`` puts it back; the corpus
-    and the trainer leave it out (a word of one symbol has no pair to merge).
-    """
+    """``text`` (or its lines) in pieces of at least ``size`` characters (the last may be
+    shorter), each cut after a run of blank lines; the pieces join to the text. Their ids,
+    joined, lack the ``\\n</w>`` at each cut: ``encode_batch`` puts it back."""
     piece: list[str] = []
     n, after_blank = 0, False  # after a blank line that follows a line
     for line in io.StringIO(text) if isinstance(text, str) else text:
@@ -117,8 +133,6 @@ class GPT1Tokenizer:
             )
         self.backend, self._fingerprint = backend, None
 
-    # --- construction -----------------------------------------------------------------------
-
     @classmethod
     def train(
         cls,
@@ -131,14 +145,9 @@ class GPT1Tokenizer:
         """Learn exactly ``n_merges`` merges from text ``files`` and/or ``texts``.
 
         The vocabulary is ``<unk>``, the base symbols seen (characters, then characters +
-        ``</w>``, each in code point order), one token per merge (a merge whose result already
-        exists adds none), then the specials. Files, and texts over ``LONG_TEXT`` characters, are
-        fed in pieces of a few pages (``paragraph_pieces``).
-
-        Two passes: the first finds the base symbols, the second learns the merges with those
-        symbols numbered in a fixed order. tokenizers' trainer breaks ties between equally
-        frequent pairs by symbol id and numbers the ``x</w>`` symbols in hash-map order, so one
-        pass gives late merges that change from run to run; two give the same tokenizer.
+        ``</w>``, in code point order), one token per new merge, then the specials. Two passes:
+        tokenizers' trainer breaks ties by symbol id and numbers ``x</w>`` symbols in hash-map
+        order, so the second pass numbers the first's base symbols in a fixed order.
         """
         if files is None and texts is None:
             raise ValueError("give the training corpus as files=[...] or texts=[...]")
@@ -200,25 +209,8 @@ class GPT1Tokenizer:
     def from_released(
         cls, encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike
     ) -> GPT1Tokenizer:
-        """The released vocabulary: ``encoder_bpe_40000.json`` + ``vocab_40000.bpe`` (or the
-        hub's ``vocab.json`` + ``merges.txt``); ids are the json's, specials 40478..40480."""
-        for p in (encoder_json, vocab_bpe):
-            if not Path(p).is_file():
-                raise FileNotFoundError(
-                    f"{p} does not exist: pass the released encoder_bpe_40000.json and "
-                    f"vocab_40000.bpe (or vocab.json and merges.txt of {HUB_ID})"
-                )
-        vocab = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
-        if UNK not in vocab:
-            raise ValueError(f"{encoder_json} has no {UNK!r} token: is it a GPT-1 encoder file?")
-        merges = read_merges(vocab_bpe)
-        unknown = sorted({t for a, b in merges for t in (a, b, a + b)} - vocab.keys())
-        if unknown:
-            raise ValueError(
-                f"{len(unknown)} symbols of the merges in {vocab_bpe} are missing from "
-                f"{encoder_json}, e.g. {unknown[:5]}: the two files must come from one release"
-            )
-        return cls(_build(_with_specials(vocab), merges))
+        """The released vocabulary (``read_released``); specials at 40478..40480."""
+        return cls(_build(*read_released(encoder_json, vocab_bpe)))
 
     @classmethod
     def from_hub(cls, repo_id: str = HUB_ID, revision: str | None = None) -> GPT1Tokenizer:
@@ -237,9 +229,8 @@ class GPT1Tokenizer:
 
     @classmethod
     def from_spec(cls, spec: str, train_texts: Iterable[str] | None = None) -> GPT1Tokenizer:
-        """A tokenizer from ``spec``: "released" (the hub's GPT-1 vocabulary), "train:N" (N
-        merges learned on ``train_texts``), or a folder or file ``load`` reads (a saved one, or
-        the released ``encoder_bpe_40000.json`` and ``vocab_40000.bpe``)."""
+        """A tokenizer from ``spec``: "released" (the hub's), "train:N" (N merges learned on
+        ``train_texts``), or what ``load`` reads."""
         if spec == "released":
             return cls.from_hub()
         if spec.startswith("train:"):
@@ -283,8 +274,6 @@ class GPT1Tokenizer:
             tmp.write_text(self.backend.to_str(), encoding="utf-8")
         return path
 
-    # --- vocabulary ---------------------------------------------------------------------------
-
     @property
     def vocab_size(self) -> int:
         """BPE tokens without the three specials (40478 for the released vocabulary)."""
@@ -318,21 +307,18 @@ class GPT1Tokenizer:
         return self.backend.token_to_id(token)
 
     def fingerprint(self) -> str:
-        """16 hex digits of the SHA-256 of the tokenizer.json content (computed once: 14 ms)."""
+        """16 hex digits of the SHA-256 of the tokenizer.json content (computed once)."""
         if self._fingerprint is None:
             self._fingerprint = hashlib.sha256(self.backend.to_str().encode()).hexdigest()[:16]
         return self._fingerprint
-
-    # --- text <-> ids -------------------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; no special tokens are added."""
         return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """``encode`` of many texts at once, in parallel in Rust. Texts over ``LONG_TEXT``
-        characters are encoded in pieces (``paragraph_pieces``; tokenizers' normalizer slows down
-        on very long strings), joined by the newline token they lack: the text's ids."""
+        """``encode`` of many texts at once, in parallel in Rust; texts over ``LONG_TEXT``
+        characters in pieces (``paragraph_pieces``), rejoined with the newline token."""
         pieces, owners = [], []
         for i, text in enumerate(texts):
             cut = _long_text_pieces(text)
@@ -360,8 +346,8 @@ class GPT1Tokenizer:
 
 
 class Remembered:
-    """``tok`` whose ``encode`` keeps each text's ids, for texts encoded again and again: a
-    zero-shot curve scores the same texts at every checkpoint. ``ids``: text -> ids."""
+    """``tok`` whose ``encode`` keeps each text's ids (``ids``), for texts encoded again and
+    again (a zero-shot curve scores the same texts at every checkpoint)."""
 
     def __init__(self, tok) -> None:
         self.tok, self.ids = tok, {}

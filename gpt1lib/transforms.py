@@ -1,30 +1,16 @@
 """Task-specific input transformations (§3.3, Figure 1): every input becomes token sequences.
 
-Each sequence is ``_start_ ... _classify_``, and the task head reads the final hidden state at
-the ``_classify_`` (extract) position:
+Each sequence is ``_start_ ... _classify_``; the task head reads the final hidden state at the
+``_classify_`` (extract) position. Classification: ``_start_ text _classify_``; entailment:
+``_start_ premise _delimiter_ hypothesis _classify_``; similarity: both orders (the head adds
+their extract vectors); multiple choice: ``_start_ context question _delimiter_ answer_k
+_classify_`` per answer.
 
-* classification: ``_start_ text _classify_``
-* entailment: ``_start_ premise _delimiter_ hypothesis _classify_``
-* similarity: both orders, ``_start_ a _delimiter_ b _classify_`` and ``_start_ b _delimiter_ a
-  _classify_`` (the head adds their two extract vectors)
-* multiple choice: ``_start_ context question _delimiter_ answer_k _classify_`` for each answer
-  (no delimiter between context and question)
-
-Truncation, when a sequence would not fit ``n_ctx`` (``Encoded.truncated`` says it happened;
-``truncated_count`` counts a task's examples). The special tokens are always kept.
-
-* Story Cloze (``truncation="halves"``, the released code's rule: train.py ``transform_roc``
-  clips every part to ``max_len = n_ctx // 2 - 2`` tokens): the story and each ending are cut
-  to ``n_ctx // 2 - 2`` tokens apiece, each ending keeping its start as there. A story that is
-  cut keeps its END, the sentences nearest the ending (the released code keeps its start; at
-  its ``n_ctx`` of 512, parts of 254 tokens, nothing is cut: the longest story of the 2016
-  validation file is 61 tokens of the released vocabulary, the longest ending 17).
-* Every other task (the paper and the released code say nothing; the library's rule):
-  classification keeps the text's start; a pair (entailment, similarity) cuts the longer side
-  from its end, one token at a time, until the pair fits; multiple choice (RACE) keeps the
-  question and every answer whole and cuts the document from its end, by the same number of
-  tokens in every sequence (sized by the longest answer) so that all answers read the same
-  document, then the question, and an answer only if it alone cannot fit.
+Truncation to ``n_ctx`` keeps the special tokens. Story Cloze (``"halves"``, the released code's
+``transform_roc``): every part at most ``n_ctx // 2 - 2`` tokens, a cut story keeping its end.
+Otherwise (the library's rule): classification keeps the text's start; a pair cuts the longer
+side from its end; multiple choice keeps question and answers whole and cuts the document from
+its end, the same for every answer.
 """
 
 from __future__ import annotations
@@ -38,8 +24,7 @@ import torch
 
 from .tasks import Example, Family
 
-#: How a task's inputs are cut to fit ``n_ctx`` (``TaskSpec.truncation``): the rule of its
-#: family, or Story Cloze's "halves".
+#: How a task's inputs are cut to fit ``n_ctx`` (``TaskSpec.truncation``).
 TRUNCATIONS = ("family", "halves")
 
 
@@ -154,7 +139,9 @@ class Batch:
     n_seq: int
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
+        def move(t):
+            return None if t is None else t.to(device, non_blocking=non_blocking)
+
         return Batch(
             move(self.ids), move(self.extract), move(self.mask), move(self.labels), self.n_seq
         )
@@ -190,7 +177,7 @@ def collate(
     if longest > T:
         raise ValueError(f"a sequence of {longest} tokens does not fit pad_to={T}")
     real = np.arange(T) < lengths[:, None]  # the real tokens: up to _classify_
-    ids = np.full(real.shape, pad_id, np.int64)  # filled at once: a row at a time was 5x slower
+    ids = np.full(real.shape, pad_id, np.int64)
     ids[real] = np.concatenate(seqs, dtype=np.int64)
     ids, mask, extract = (torch.from_numpy(a) for a in (ids, real, lengths - 1))
     labels = [e.label for e in items]
@@ -219,9 +206,12 @@ def batches(
     if drop_last:
         idx = idx[: len(idx) - len(idx) % batch_size]
     if length_grouped:
-        window = 50 * batch_size
-        key = lambda i: max(len(q) for q in items[i].seqs)  # noqa: E731
-        idx = [i for w in range(0, len(idx), window) for i in sorted(idx[w : w + window], key=key)]
+        window, longest = 50 * batch_size, [max(map(len, e.seqs)) for e in items]
+        idx = [
+            i
+            for w in range(0, len(idx), window)
+            for i in sorted(idx[w : w + window], key=longest.__getitem__)
+        ]
     out = [idx[i : i + batch_size] for i in range(0, len(idx), batch_size)]
     if rng is not None and length_grouped:
         rng.shuffle(out)

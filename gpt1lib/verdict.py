@@ -40,11 +40,8 @@ RERUN = (
 
 
 def verdict_box(records) -> str:
-    """What each recorded run reproduces, as the HTML of a box for the top of a page: which of
-    the four findings hold (``findings.findings``), how far its scores on Tables 2-4 sit from the
-    paper's (the median gap and the range, in points), how many show nothing learned
-    (``baselines.with_baselines``), its pre-training compute as a fraction of GPT-1's
-    (``facts.PAPER_COMPUTE_FLOPS``), and where a reader reruns it (``RERUN``)."""
+    """What each recorded run reproduces (the module docstring lists what), as the HTML of a box
+    for the top of a page."""
     df = frame(records)
     table, scores = findings(df), with_baselines(df, "finetune")
     lines = []
@@ -61,7 +58,7 @@ def verdict_box(records) -> str:
                 f"{int(s.nothing.sum())} of them no better than one answer"
             )
         if (flops := _compute(df, run)) is not None:
-            share = float(f"{PAPER_COMPUTE_FLOPS / flops:.2g}")  # two significant figures
+            share = float(f"{PAPER_COMPUTE_FLOPS / flops:.2g}")
             said += f"; its pre-training used about 1/{share:,.0f} of GPT-1's compute"
         lines.append(f"<li><b>{run}</b>: {said}.</li>")
     return (

@@ -1,16 +1,9 @@
-"""Released GPT-1 weights in and out (the paper's model, as OpenAI released it).
+"""Released GPT-1 weights in and out.
 
-Three layouts:
-
-* the Hugging Face hub repository ``openai-community/openai-gpt`` (``config.json`` +
-  ``model.safetensors``), or a local folder with the same files. Keys like
-  ``h.0.attn.c_attn.weight`` are Conv1D matrices stored (in, out), the transpose of ``nn.Linear``;
-  a ``transformer.`` prefix appears when an LM-head model was saved; the LM head is tied and
-  not stored;
-* the original release: one flat float32 array cut into ``params_0.npy`` .. ``params_9.npy``
-  plus ``params_shapes.json`` (146 shapes: positions, tokens, then 12 arrays per block);
-* export: a gpt1lib model written in the transformers layout, loadable with
-  ``OpenAIGPTLMHeadModel.from_pretrained``.
+Layouts: the hub repository ``openai-community/openai-gpt`` (``config.json`` +
+``model.safetensors``; Conv1D matrices stored (in, out), the transpose of ``nn.Linear``; the tied
+LM head not stored) or a local folder of the same files; the original release's ``params_*.npy``
+shards of one flat float32 array with ``params_shapes.json``; export in the transformers layout.
 """
 
 from __future__ import annotations
@@ -113,12 +106,8 @@ def load_state_dict_hf(model: GPT, tensors: dict[str, torch.Tensor]) -> GPT:
 def load_pretrained(
     source: str | os.PathLike = HUB_ID, revision: str | None = None, **config_overrides
 ) -> GPT:
-    """The released GPT-1 from the hub id ``source`` or a local folder with the same files.
-
-    ``config_overrides`` change fields that do not touch the weights (dropout, embd_dropout).
-    A file that is not whole (a download cut short) is a ``CheckpointError`` naming it, as a
-    damaged checkpoint's file is, with the fix: download it again.
-    """
+    """The released GPT-1 from the hub id ``source`` or a local folder with the same files;
+    ``config_overrides`` change fields that do not touch the weights (dropout)."""
     folder = Path(source)
     if folder.is_dir():
         config_path, weights_path = folder / "config.json", folder / "model.safetensors"
@@ -147,8 +136,7 @@ def load_pretrained(
 
 
 def _download_again(path: Path, source) -> str:
-    """The fix for a file of ``load_pretrained``'s that is not whole (a download cut short):
-    fetch it anew, from the hub or into the local folder."""
+    """The fix for a file of ``load_pretrained``'s that is not whole: download it again."""
     if Path(source).is_dir():
         return f"download it again into {path.parent} (GPT-1's: the hub repository {HUB_ID})"
     return (
@@ -215,10 +203,8 @@ def read_original_shards(folder: str | os.PathLike) -> list[np.ndarray]:
 
 
 def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_overrides) -> GPT:
-    """GPT-1 from the original ``params_*.npy`` release (layout in the module docstring).
-
-    The config is read off the shapes (n_head is not in them: 12, or pass ``n_head``).
-    """
+    """GPT-1 from the original ``params_*.npy`` release, its config read off the shapes
+    (n_head is not in them: 12, or pass ``n_head``)."""
     arrays = read_original_shards(folder)
     (n_pos, n_embd), (vocab, _) = arrays[0].shape, arrays[1].shape
     n_layer, rest = divmod(len(arrays) - 2, len(_ORIGINAL_BLOCK))
@@ -228,8 +214,7 @@ def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_
         )
     fields = {"vocab_size": vocab, "n_ctx": n_pos, "n_layer": n_layer, "n_embd": n_embd}
     cfg = GPTConfig(**{**fields, **config_overrides})
-    names = ["positions_embed.weight", "tokens_embed.weight"]
-    names += [f"h.{i}.{name}" for i in range(n_layer) for name in _ORIGINAL_BLOCK]
+    names = [name for name, _ in original_shapes(cfg)]
     tensors = {  # Conv1D weights lose the leading 1 of [1, in, out]
         k: torch.from_numpy(np.ascontiguousarray(a.reshape(a.shape[-2:]) if a.ndim == 3 else a))
         for k, a in zip(names, arrays, strict=True)

@@ -3,28 +3,22 @@
 The paper's four heuristics, as it states them:
 
 * CoLA: each sentence's average token log-probability under the LM; predict "acceptable" above a
-  threshold. The threshold is chosen on the training split (the Matthews correlation there is
-  highest), which the paper does not say: our choice.
+  threshold, chosen where the Matthews correlation on the training split is highest (the paper
+  does not say how: our choice).
 * SST-2: append the token ``very`` to the sentence and compare the LM's probability of the next
   word being ``positive`` or ``negative`` (a word of several BPE tokens counts with all of them).
   Beside it, NOT the paper's: ``sst2_calibrated`` thresholds log P(positive) - log P(negative)
-  where accuracy on training examples is best, as CoLA's threshold is chosen (a model whose
-  margin leans one way for every sentence gives the paper's heuristic one answer for all).
+  where accuracy on training examples is best (a model whose margin leans one way for every
+  sentence gives the paper's heuristic one answer for all).
 * RACE: the answer with the highest average token log-probability given the document and the
   question (the document loses tokens from its start if the whole does not fit).
 * DPRD: replace the definite pronoun with each candidate; the one under which the LM gives the
-  REST of the sentence, after the substitution, the higher average token log-probability wins.
-  The paper does not say which occurrence of the pronoun: we take the first one after both
-  candidates have appeared (else the last); a pronoun that ends the sentence scores the whole
+  REST of the sentence the higher average token log-probability wins. The pronoun is its first
+  occurrence after both candidates (else the last); one that ends the sentence scores the whole
   substituted sentence.
 
 The first token of a text has no context and is never scored. Each score is normalised between
-a random-guess baseline (0) and a state-of-the-art value (1), as Figure 2 does; the values used,
-where they come from and whether they are confirmed are in ``BASELINES``. Figure 2 normalises
-by the state of the art "with a single model"; none of the four values could be confirmed as
-that here, so each is the nearest value found, said so: Table 4's best previous for CoLA and
-SST-2, Table 3's 9-model ensemble for RACE (Table 3 lists only ensembles), Rahman & Ng's result
-for DPRD unchecked.
+a random-guess baseline (0) and the state of the art (1), as Figure 2 does (``BASELINES``).
 """
 
 from __future__ import annotations
@@ -41,7 +35,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from .checkpoint import load_run
 from .checks import check_labelled, check_tokenizer
-from .facts import ZERO_SHOT_BASELINES as BASELINES
+from .facts import HEURISTICS, ZERO_SHOT_TASKS, normalise
+from .facts import ZERO_SHOT_BASELINES as BASELINES  # noqa: F401 (the chapter reads it here)
 from .model import check_ids
 from .records import make_record, per_example_record, provenance
 from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar
@@ -50,15 +45,9 @@ from .tasks import Example, compute_metrics, get_task, load_examples
 from .tokenizer import Remembered
 from .transforms import padded_length
 
-ZERO_SHOT_TASKS = tuple(BASELINES)
 #: The split each heuristic scores: the task's evaluation split, but RACE's dev (its test split
 #: is Table 3's, which fine-tuning reports).
 ZERO_SHOT_SPLITS = {"cola": "dev", "sst2": "dev", "race": "dev", "dprd": "test"}
-#: Each heuristic scored, by the name its records give it (``config["heuristic"]``), and its
-#: task: the paper's four, and SST-2's calibrated threshold (not the paper's).
-HEURISTICS = {
-    "cola": "cola", "sst2": "sst2", "sst2_calibrated": "sst2", "race": "race", "dprd": "dprd",
-}  # fmt: skip
 #: Heuristics whose threshold is chosen on training examples (and the metric it maximises).
 THRESHOLDED = {"cola": "matthews", "sst2_calibrated": "accuracy"}
 #: Padded tokens a scoring batch holds on a GPU (were all scored, their logits: 5.3 GB in float32).
@@ -153,14 +142,16 @@ def _batches(seqs, batch_size: int, multiple: int, n_ctx: int) -> list[list[int]
     return [b for b in out if b]
 
 
-def _mean(pairs: list[tuple[float, int]]) -> np.ndarray:
+def mean_logprobs(model, prefixes, continuations) -> np.ndarray:
+    """Each continuation's average token log-probability given its prefix (-inf: no token)."""
+    pairs = continuation_logprobs(model, prefixes, continuations)
     return np.array([s / n if n else float("-inf") for s, n in pairs])
 
 
 def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
     """Average token log-probability of each text (its first token has no context)."""
     ids = [tok.encode(t) for t in texts]
-    return _mean(continuation_logprobs(model, [i[:1] for i in ids], [i[1:] for i in ids]))
+    return mean_logprobs(model, [i[:1] for i in ids], [i[1:] for i in ids])
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "matthews") -> float:
@@ -195,7 +186,7 @@ def race_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
         context = tok.encode(f"{ex.texts[0]} {ex.texts[1]}")
         prefixes += [context] * len(ex.answers)
         conts += [tok.encode(a) for a in ex.answers]
-    scores = _mean(continuation_logprobs(model, prefixes, conts))
+    scores = mean_logprobs(model, prefixes, conts)
     per_example = np.split(scores, np.cumsum([len(ex.answers) for ex in examples]))[:-1]
     # the first of the best answers; -1 where no answer has a token to score
     return np.array([s.argmax() if (s > -np.inf).any() else -1 for s in per_example], dtype=int)
@@ -225,7 +216,7 @@ def dprd_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
             cut = len(substituted) if rest else 1  # nothing after the pronoun: score it all
             prefixes.append(substituted[:cut])
             conts.append(substituted[cut:] + rest)
-    scores = _mean(continuation_logprobs(model, prefixes, conts)).reshape(len(examples), -1)
+    scores = mean_logprobs(model, prefixes, conts).reshape(len(examples), -1)
     return scores.argmax(1)
 
 
@@ -253,25 +244,19 @@ def task_predictions(
 
 def _predictions(model, tok, task, examples, train) -> dict[str, np.ndarray]:
     task = get_task(HEURISTICS.get(task, task)).name
-    texts = [e.texts[0] for e in examples]
-    labels = np.array([e.label for e in train or []])
-    if task == "cola":
-        th = best_threshold(cola_scores(model, tok, [e.texts[0] for e in train]), labels)
-        return {"cola": (cola_scores(model, tok, texts) > th).astype(int)}
-    if task == "sst2":
-        margins = sst2_margins(model, tok, texts)
-        out = {"sst2": (margins > 0).astype(int)}
-        if train:
-            th = best_threshold(
-                sst2_margins(model, tok, [e.texts[0] for e in train]),
-                labels,
-                THRESHOLDED["sst2_calibrated"],
-            )
-            out["sst2_calibrated"] = (margins > th).astype(int)
-        return out
     if task in ("race", "race_m", "race_h"):
         return {"race": race_predictions(model, tok, examples)}
-    return {"dprd": dprd_predictions(model, tok, examples)}
+    if task == "dprd":
+        return {"dprd": dprd_predictions(model, tok, examples)}
+    scorer = cola_scores if task == "cola" else sst2_margins  # what a threshold is put on
+    scores = scorer(model, tok, [e.texts[0] for e in examples])
+    out = {"sst2": (scores > 0).astype(int)} if task == "sst2" else {}
+    for name, metric in THRESHOLDED.items():
+        if HEURISTICS[name] == task and train:
+            labels = np.array([e.label for e in train])
+            th = best_threshold(scorer(model, tok, [e.texts[0] for e in train]), labels, metric)
+            out[name] = (scores > th).astype(int)
+    return out
 
 
 def _check(model, tok, name: str, examples, train) -> None:
@@ -288,13 +273,6 @@ def _check(model, tok, name: str, examples, train) -> None:
     check_labelled(spec, {"evaluation": examples, "train": train or []})
 
 
-def normalise(task: str, value: float) -> float:
-    """``value`` rescaled so that random guessing is 0 and the state of the art is 1 (task: a
-    task or a heuristic of ``HEURISTICS``)."""
-    lo, hi, _, _ = BASELINES["race" if task.startswith("race") else HEURISTICS.get(task, task)]
-    return (value - lo) / (hi - lo)
-
-
 def evaluate_checkpoints(
     folders,
     data: dict[str, ZeroShotSet],
@@ -305,15 +283,10 @@ def evaluate_checkpoints(
     progress: bool = True,
     seed: int | None = None,
 ) -> list[dict]:
-    """Records of every heuristic at every checkpoint folder (``step_<updates>``).
-
-    ``data`` maps a task to its ``ZeroShotSet`` (``load_zero_shot``). Each record's ``split``
-    is the one scored, its ``step`` the checkpoint's update count, and its ``config`` holds the
-    model class, the heuristic (``HEURISTICS``: SST-2 has two) and the normalised score;
-    beside each score, a ``per_example`` record keeps the predictions and labels
-    (``records.per_example_record``) for its interval. ``seed``: the one the examples were
-    subsampled with, recorded.
-    """
+    """Records of every heuristic at every checkpoint folder (``step_<updates>``) on ``data``
+    (``load_zero_shot``): ``step`` the checkpoint's updates, ``config`` the model class, the
+    heuristic (``HEURISTICS``: SST-2 has two) and the normalised score; beside each score, a
+    ``per_example`` record for its interval. ``seed``: the one the examples were drawn with."""
     dev = pick_device(device)
     out, folders = [], list(map(Path, folders))
     if unnamed := [str(f) for f in folders if not re.fullmatch(r"step_\d+", f.name)]:
@@ -324,21 +297,24 @@ def evaluate_checkpoints(
         model, tok = load_run(folder, dev)
         tok = remembered.setdefault(tok.fingerprint(), Remembered(tok))
         model.to(dev)
+        step = int(folder.name.split("_")[-1])
         for task, zs in data.items():
             spec, examples = get_task(task), zs.examples
             t0 = time.perf_counter()
             by_heuristic = task_predictions(model, tok, task, examples, zs.train)
             wall = time.perf_counter() - t0
-            labels = np.array([e.label for e in examples])
+            labels, uids = np.array([e.label for e in examples]), [e.uid for e in examples]
+            where = {"experiment": experiment, "task": task, "split": zs.split, "step": step}
+            fields = {**where, "scale": scale, "seed": seed, "wall_time": wall, **provenance(dev)}
+            scored = {
+                "checkpoint": folder.name,
+                "examples": len(examples),
+                "examples_split": zs.split,
+            }
             for heuristic, preds in by_heuristic.items():
                 value = compute_metrics(spec, preds, labels)[spec.metrics[0]]
-                config = {"arch": type(model).__name__, "normalised": normalise(heuristic, value)}
-                config |= {"heuristic": heuristic, "checkpoint": folder.name}
-                config |= {"examples": len(examples), "examples_split": zs.split}
-                fields = {"experiment": experiment, "task": task, "split": zs.split}
-                fields |= {"step": int(folder.name.split("_")[-1]), "scale": scale, "seed": seed}
-                fields |= {"config": config, "wall_time": wall, **provenance(dev)}
-                out.append(make_record(spec.metrics[0], value, **fields))
-                uids = [e.uid for e in examples]
-                out.append(per_example_record(preds, labels, uids, **fields))
+                arch, normalised = type(model).__name__, normalise(heuristic, value)
+                config = {"arch": arch, "normalised": normalised, "heuristic": heuristic, **scored}
+                out.append(make_record(spec.metrics[0], value, config=config, **fields))
+                out.append(per_example_record(preds, labels, uids, config=config, **fields))
     return out

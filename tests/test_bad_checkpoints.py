@@ -185,7 +185,7 @@ def tokenizer_json_damaged(c):
     load_run(c.log_ckpt)
 
 
-@checkpoint(CheckpointError, match="its tokenizer has .* tokens but its model")
+@checkpoint(CheckpointError, match="tokenizer has .* tokens but the model.*not saved together")
 def tokenizer_of_another_vocabulary(c):
     GPT1Tokenizer.train(texts=load_documents("fixture").texts, n_merges=50).save(c.log_ckpt)
     load_run(c.log_ckpt)

@@ -96,7 +96,7 @@ def cli_resume_on_a_folder_of_other_files(c):
     _cli(c, "--resume", "--out", str(c.tmp / "books"))
 
 
-@cli(ValueError, match=r"(?s)--resume: .*than --scale cpu .*smoke scale's.*n_embd: .*new --out")
+@cli(ValueError, match=r"(?s)--resume: .*than the cpu scale .*smoke scale's.*n_embd: .*delete")
 def cli_resume_at_another_scale(c):
     _cli(c, "--scale", "cpu", "--resume", "--out", str(c.run))  # c.run: a smoke-sized run
 
@@ -191,7 +191,8 @@ def chapter_out_dir_is_a_file(c):
 def _setup(name: str, c, injected: dict | None = None, **given):
     """``chapter.setup`` of ``name`` on its parameters' defaults and ``given``, papermill's
     ``injected`` names in the kernel's input history as its injected cell has them."""
-    from gpt1lib.chapter import PARAMETERS, setup
+    from gpt1lib.chapter import setup
+    from gpt1lib.settings import PARAMETERS
 
     ns = dict.fromkeys(PARAMETERS[name]) | {"seed": 0, "lm_coef": 0.5, "out_dir": str(c.tmp)}
     ns |= given
@@ -249,9 +250,9 @@ def test_bad_parameter(case, c):
 
 @pytest.mark.parametrize("nb", sorted((ROOT / "book").glob("*.ipynb")), ids=lambda p: p.stem)
 def test_each_chapter_sets_itself_up_in_one_call_first(nb):
-    """The parameters cell declares exactly the chapter's parameters (``chapter.PARAMETERS``),
+    """The parameters cell declares exactly the chapter's parameters (``settings.PARAMETERS``),
     and the next code cell calls ``setup`` on them before anything else runs."""
-    from gpt1lib.chapter import PARAMETERS
+    from gpt1lib.settings import PARAMETERS
 
     cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
     at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))

@@ -9,11 +9,12 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from gpt1lib import GPT, preset
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
+from gpt1lib.finetune import FinetuneRun, finetune
 from gpt1lib.heads import TaskModel, build_task_model, transfer
 from gpt1lib.loss import regression_predictions, soft_labels, task_loss
 from gpt1lib.model import lm_loss
 from gpt1lib.optim import warmup_linear
+from gpt1lib.settings import FinetuneConfig
 from gpt1lib.tasks import Example, compute_metrics, get_task, load_examples
 from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.transforms import Encoded, collate, encode_example

@@ -8,12 +8,13 @@ import torch
 from gpt1lib import GPT, FastGPT, preset
 from gpt1lib.checkpoint import load_model, load_run, save_model
 from gpt1lib.corpus import build_corpus, load_documents
-from gpt1lib.finetune import FinetuneConfig, build_task_model
+from gpt1lib.finetune import build_task_model
 from gpt1lib.loss import task_loss
-from gpt1lib.lstm import LSTMLM, lstm_preset
+from gpt1lib.lstm import LSTMLM
 from gpt1lib.model import lm_loss
 from gpt1lib.pretrain import pretrain
 from gpt1lib.scales import SCALES
+from gpt1lib.settings import FinetuneConfig, lstm_preset
 from gpt1lib.tasks import Example, get_task
 from gpt1lib.tokenizer import GPT1Tokenizer
 from gpt1lib.transforms import collate, encode_example

@@ -25,9 +25,11 @@ from gpt1lib.checkpoint import (
 from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.files import LEFTOVER
 from gpt1lib.optim import make_optimizer
-from gpt1lib.pretrain import PretrainConfig, learning_rate, log_spaced_steps, pretrain
+from gpt1lib.pretrain import learning_rate, pretrain
+from gpt1lib.pretrain.logger import log_spaced_steps
 from gpt1lib.runtime import Precision
 from gpt1lib.scales import SCALES
+from gpt1lib.settings import PretrainConfig
 from gpt1lib.tokenizer import GPT1Tokenizer
 
 SMOKE = SCALES["smoke"].pretrain

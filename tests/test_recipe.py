@@ -8,9 +8,10 @@ rounded up to 64, as on a GPU).
 
 import pytest
 
+from gpt1lib.choice import RATES, TIE_RULE, best, choose
 from gpt1lib.harness import recipe
 from gpt1lib.scales import SCALES
-from gpt1lib.selection import HELD_OUT, RATES, TIE_RULE, best, choose, chosen, with_chosen
+from gpt1lib.selection import HELD_OUT, chosen, with_chosen
 
 REAL = {
     ("cola", "dev"): (1043, 1, 64), ("cola", "train"): (8551, 1, 64),

@@ -1,6 +1,8 @@
 """Records: round trip, provenance, and the paper's tables assembled from hand-made records."""
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,12 +27,17 @@ from gpt1lib.paper import (
 from gpt1lib.records import (
     FIELDS,
     append_records,
+    load_records,
     make_record,
     per_example_record,
     provenance,
     read_records,
 )
 from gpt1lib.tasks import TASKS, compute_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from migrate_records import migrate, migrate_folder  # noqa: E402
 
 
 def _rec(task, value, metric, split="dev", step=3, experiment="finetune", scale="small"):
@@ -291,9 +298,32 @@ def test_a_budgeted_plan_is_one_run_whatever_examples_it_chose():
     assert run_label(planned) == "small run, NVIDIA H100 80GB HBM3, commit ee22f51, seed 0"
     chosen = {**gpu, "experiment": "finetune", "task": "cola", "config": cfg}  # a user's -p limit
     assert run_label(chosen).endswith("seed 0, train limit 2137")
-    # the plan's zero-shot records kept no seed: drawn with the scale's, the same run
+    # the plan's zero-shot records kept no seed: drawn with the scale's, the same run, once
+    # migrated (tools/migrate_records.py)
     zero_shot = {**gpu, "seed": None, "experiment": "zero_shot", "config": {"plan_part": "z"}}
-    assert run_label(zero_shot) == run_label(planned)
+    assert run_label(migrate(zero_shot)) == run_label(planned)
+
+
+def test_the_migration_brings_old_records_to_the_current_format_once(tmp_path):
+    """tools/migrate_records.py: the older layouts become the current one, and a second run
+    changes nothing."""
+    old = [
+        {"experiment": "pretrain", "metric": "train_loss", "value": 3.0, "config": {}},
+        {"experiment": "zero_shot", "task": "race", "split": "test", "config": {"arch": "GPT"}},
+        {"experiment": "zero_shot", "task": "cola", "split": "dev", "config": {"arch": "GPT"}},
+        {"arm": "from scratch", "lr": 0.001, "score": 20.0},
+    ]
+    path = append_records(tmp_path / "run" / "records.jsonl", old)
+    assert migrate_folder(tmp_path) == [path]
+    new = load_records(path)
+    assert new[0]["experiment"] == "pretrain:gpt"
+    assert new[1]["config"] == {"arch": "GPT", "heuristic": "race", "examples_split": "dev"}
+    assert new[2]["config"] == {"arch": "GPT", "heuristic": "cola", "examples_split": "dev"}
+    assert new[3]["arm"] == "no_pretraining"
+    before = path.read_bytes()
+    assert migrate_folder(tmp_path) == [] and path.read_bytes() == before
+    committed = [r for f in (ROOT / "results").rglob("*.jsonl") for r in load_records(f)]
+    assert all(migrate(r) == r for r in committed)  # the committed records are migrated
 
 
 def test_short_names_tell_the_runs_of_a_table_apart():

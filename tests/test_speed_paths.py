@@ -128,7 +128,8 @@ def test_the_logits_loss_path_equals_the_fused_one(pad):
 
 
 def test_pretraining_picks_its_loss_path_by_device():
-    from gpt1lib.pretrain import PretrainConfig, loss_path
+    from gpt1lib.pretrain import loss_path
+    from gpt1lib.settings import PretrainConfig
 
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert loss_path(PretrainConfig(compile=True), cuda) == "logits"

@@ -10,9 +10,10 @@ import torch
 from gpt1lib import GPT, SPECIAL_TOKENS, GPT1Tokenizer, preset
 from gpt1lib.chapter import check_parameters
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
+from gpt1lib.finetune import FinetuneRun, finetune
 from gpt1lib.runs import RELEASED_ENV, pretrained_model, start_message
 from gpt1lib.scales import SCALES
+from gpt1lib.settings import FinetuneConfig
 from gpt1lib.weights import export_hf
 
 

@@ -14,9 +14,10 @@ import torch
 import gpt1lib.loss as loss_module
 from gpt1lib import GPT, preset
 from gpt1lib.corpus import load_documents
-from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
+from gpt1lib.finetune import FinetuneRun, finetune
 from gpt1lib.loss import fused_lm_loss
 from gpt1lib.optim import make_optimizer, train_step
+from gpt1lib.settings import FinetuneConfig
 from gpt1lib.steps import MAX_TOKENS, GraphedSteps, cuda_graph, eager_stand_in
 from gpt1lib.tasks import load_examples
 from gpt1lib.tokenizer import GPT1Tokenizer

@@ -2,11 +2,14 @@
 exits 1 if one is missed (CI runs it, ``make lint``).
 
 * **Layers** (``../shared/DESIGN.md``): every import of the package, those inside functions
-  too, points down or sideways in ``LAYERS``, never up; no import cycle among the modules.
-* **Size**: the paper core (``CORE``) within ``CORE_LINES`` non-blank lines; no module over
-  ``MODULE_LINES`` lines, no function over ``FUNCTION_LINES``.
+  too, points down or sideways in ``LAYERS``, never up; no import cycle among the modules; the
+  results pages' modules (``REPORTING``) import no loop and no experiment.
+* **Size**, measured on the code as ``ruff format`` writes it: the package within
+  ``GOALS`` (printed), the paper core (``CORE``) within ``CORE_LINES`` non-blank lines; no module
+  over ``MODULE_LINES`` lines, no function over ``FUNCTION_LINES``. What ruff leaves as
+  written (``# fmt: skip``, ``# fmt: off``) may hold a table of values and nothing else.
 * **The harness**: the recorded run's scheduling code (``SCHEDULING``) and the whole harness
-  within ``SCHEDULING_LINES`` and ``HARNESS_LINES`` non-blank lines.
+  within ``SCHEDULING_LINES`` non-blank lines, and the whole harness against its goal.
 * **Notebooks**: at most ``SHARED_NOTEBOOK_CODE`` of the chapters' code lines appear in more
   than one notebook (``notebook_lines``: what a chapter does, not what it declares).
 """
@@ -14,8 +17,10 @@ exits 1 if one is missed (CI runs it, ``make lint``).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
+import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,14 +30,14 @@ PACKAGE = ROOT / "gpt1lib"
 
 #: Each module's layer; a module imports only from its own layer or those below it.
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("runtime", "paths", "files", "hub", "records", "stats", "facts"),  # infrastructure, facts
+    0: ("runtime", "paths", "files", "hub", "records", "stats", "facts", "settings"),
     1: ("tasks", "tasks.registry", "tasks.layout", "tasks.readers", "tasks.sources",
         "tasks.bundle"),  # data
     2: ("front_end", "tokenizer", "released_encoder", "transforms", "corpus"),  # text -> ids
     3: ("model", "fast", "lstm", "loss", "optim", "checkpoint", "weights", "flops", "checks",
-        "heads", "scoring", "steps"),
+        "heads", "scoring", "steps", "scales", "choice"),
     4: ("pretrain", "pretrain.logger", "finetune", "zeroshot"),  # the loops
-    5: ("scales", "experiments", "selection", "runs", "chapter"),
+    5: ("experiments", "selection", "runs", "chapter"),
     6: (  # on top, beside each other: the reporting and the harness
         "labels", "paper", "findings", "plots", "figures_layout", "baselines", "verdict",
         "harness", "harness.recipe", "harness.runner", "harness.reproduce", "harness.bench",
@@ -41,32 +46,27 @@ LAYERS: dict[int, tuple[str, ...]] = {
     ),
     7: ("",),  # the package itself (gpt1lib/__init__.py)
 }  # fmt: skip
-#: The paper core and its ceiling (issue 26): what a reader of the method reads; ``files`` and
-#: ``hub`` came out of ``checkpoint`` and ``weights``. Not in it, as before: the pretrain command
-#: line (``harness.pretrain``, once ``pretrain.__main__``) and reading a bundle (``tasks.bundle``,
-#: once ``bundle_source``).
+#: The results pages' modules: they stand beside training, importing nothing of layers 4 and 5.
+REPORTING = (
+    "labels", "evaluations", "baselines", "paper", "findings", "plots", "figures_layout",
+    "verdict",
+)  # fmt: skip
+#: The paper core: what a reader of the method reads.
 CORE = (
     "model", "fast", "loss", "optim", "checkpoint", "files", "hub", "tokenizer", "front_end",
     "corpus", "tasks", "tasks.registry", "tasks.layout", "tasks.readers", "tasks.sources",
     "transforms", "pretrain", "pretrain.logger", "finetune", "heads", "scoring", "zeroshot",
-    "lstm", "weights", "scales",
+    "lstm", "weights", "scales", "settings",
 )  # fmt: skip
-#: The core's ceiling was 4,500 (issue 26); issue 34 split fine-tuning into a run and its loop
-#: (``finetune``), the task heads (``heads``) and scoring (``scoring``), 87 lines of module
-#: headers and the run's settings object more, and issue 36 added the fault handling (locks,
-#: a full disk's error, whole record lines, no pickle, a diverged or out-of-memory fine-tuning
-#: or scoring), 84 more: 4,700. Then the limits of 400 lines a module and 60 a function split
-#: pre-training (its records and progress bar in ``pretrain.logger``, its steps named) and the
-#: task readers (``tasks.layout``), 43 lines of headers and names, and issue 33 gave the
-#: fine-tuning loop its graph replays (``steps`` itself is a speed path outside the core, held
-#: to the plain loop by tests), 40: 4,800.
-CORE_LINES, MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 4800, 400, 60, 0.15
-#: The recorded run's scheduling code (issue 32: the units, their predictions, the runner; the
-#: plan, plan_run, plan_report and throughput modules it replaced were 1,011 non-blank lines),
-#: within its ceiling; and the whole harness (2,188 then), whose target is printed but not yet
-#: enforced: the speed run (bench, contenders, memory: 639 lines) and the bundle (281) are most
-#: of what is left, and cutting them means cutting what the appendix measures.
-SCHEDULING, SCHEDULING_LINES, HARNESS_LINES = ("harness.recipe", "harness.runner"), 400, 1200
+#: The core's ceiling, enforced. Ceilings describe the design and go down, never up to fit a
+#: change.
+CORE_LINES = 4800
+#: Issue 44's goals for a slim library, printed with how far each is, not yet enforced: the
+#: redesign that meets them is not done (issue 44 stays open until they are ceilings).
+GOALS = {"gpt1lib": 8000, "paper core": 4300, "the harness": 1200}
+MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 400, 60, 0.15
+#: The recorded run's scheduling code (the units, their predictions, the runner).
+SCHEDULING, SCHEDULING_LINES = ("harness.recipe", "harness.runner"), 400
 
 
 def modules() -> dict[str, Path]:
@@ -132,12 +132,52 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@functools.cache
+def formatted(path: Path) -> str:
+    """The module as ``ruff format`` writes it: every size is measured on this."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
+        input=path.read_text(),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if done.returncode:
+        raise SystemExit(f"ruff format failed on {path}: {done.stderr.strip()}")
+    return done.stdout
+
+
 def nonblank(path: Path) -> int:
-    return sum(1 for line in path.read_text().splitlines() if line.strip())
+    return sum(1 for line in formatted(path).splitlines() if line.strip())
+
+
+def unformatted_blocks(path: Path) -> list[int]:
+    """The lines of ``# fmt: skip`` and ``# fmt: off`` that leave more than a table of values
+    as written: a skip must close a table's bracket, an off...on block must hold one
+    assignment of a literal table. Both are counted alike; ruff does not format either."""
+    lines, tree = path.read_text().splitlines(), ast.parse(path.read_text())
+    tables = {
+        (n.lineno, n.end_lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        and isinstance(n.value, ast.Dict | ast.Tuple | ast.List | ast.Set)
+    }
+    bad = [
+        i
+        for i, line in enumerate(lines, 1)
+        if "# fmt: skip" in line and not re.match(r"[})\]]  # fmt: skip$", line)
+    ]
+    for i, line in enumerate(lines, 1):
+        if line.strip() == "# fmt: off":
+            end = next((j for j in range(i, len(lines)) if lines[j].strip() == "# fmt: on"), None)
+            inside = [(a, b) for a, b in tables if i < a and (end is None or b <= end)]
+            if end is None or len(inside) != 1:
+                bad.append(i)
+    return bad
 
 
 def long_functions(path: Path) -> list[tuple[str, int]]:
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(formatted(path))
     return [
         (n.name, n.end_lineno - n.lineno + 1)
         for n in ast.walk(tree)
@@ -157,7 +197,7 @@ def notebook_lines(book: Path = ROOT / "book", code_only: bool = True) -> tuple[
     stripped, not blank and not only brackets or a comment. With ``code_only`` (the target),
     what a chapter declares rather than does is not counted: its imports (the duplicates tool
     passes over them), the cell tagged ``parameters`` (the chapter's interface: the same name
-    means the same in every chapter, and a test checks it against ``chapter.PARAMETERS``) and
+    means the same in every chapter, and a test checks it against ``settings.PARAMETERS``) and
     the Colab install cell (the same three lines in each, which a test requires)."""
     per = {}
     for nb in sorted(book.glob("*.ipynb")):
@@ -176,11 +216,6 @@ def notebook_lines(book: Path = ROOT / "book", code_only: bool = True) -> tuple[
     return total, sum(1 for lines in per.values() for x in lines if len(where[x]) > 1)
 
 
-def _line(mods: dict, where: str) -> str:
-    module, _, number = where.rpartition(":")
-    return mods[module].read_text().splitlines()[int(number) - 1]
-
-
 def main() -> int:
     mods = modules()
     layer = {m: k for k, names in LAYERS.items() for m in names}
@@ -193,6 +228,13 @@ def main() -> int:
         for b in targets
         if layer.get(a, 9) < layer.get(b, 9)
     )
+    on_training = sorted(
+        f"{a} imports {b}" for a in REPORTING for b in graph.get(a, ()) if layer.get(b) in (4, 5)
+    )
+    print(
+        f"results pages on training: {len(on_training)}" + "".join(f"\n  {x}" for x in on_training)
+    )
+    failures += ["reporting"] * bool(on_training)
     loops = cycles(graph)
     inner = sum(len(imports(m, p, mods)) for m, p in mods.items())  # all, for the count below
     print(f"modules: {len(mods)}, package imports counted (inside functions too): {inner}")
@@ -202,35 +244,34 @@ def main() -> int:
     failures += ["cycles"] * bool(loops) + ["layers"] * bool(up) + ["unplaced"] * bool(unplaced)
     core = sum(nonblank(mods[m]) for m in CORE if m in mods)
     total = sum(nonblank(p) for p in mods.values())
-    print(f"paper core: {core:,} non-blank lines (at most {CORE_LINES:,}); gpt1lib: {total:,}")
+    print(f"paper core: {core:,} non-blank lines (at most {CORE_LINES:,})")
     failures += ["core"] * (core > CORE_LINES)
     sched = sum(nonblank(mods[m]) for m in SCHEDULING)
     harness = sum(nonblank(p) for m, p in mods.items() if m.split(".")[0] == "harness")
     print(
         f"scheduling ({', '.join(SCHEDULING)}): {sched:,} non-blank lines (at most "
-        f"{SCHEDULING_LINES}); the harness: {harness:,} (at most {HARNESS_LINES:,})"
+        f"{SCHEDULING_LINES})"
     )
     failures += ["scheduling"] * (sched > SCHEDULING_LINES)
-    if harness > HARNESS_LINES:  # reported, not yet a failure: see HARNESS_LINES
-        print(f"  the harness is {harness - HARNESS_LINES:,} lines over its target")
+    for (name, goal), lines in zip(GOALS.items(), (total, core, harness), strict=True):
+        gap = f"{lines - goal:,} lines to go" if lines > goal else "met"
+        print(f"issue 44's goal, {name}: {lines:,} non-blank lines (goal {goal:,}): {gap}")
     big = sorted(
-        (n, m) for m, p in mods.items() if (n := len(p.read_text().splitlines())) > MODULE_LINES
+        (n, m) for m, p in mods.items() if (n := len(formatted(p).splitlines())) > MODULE_LINES
     )
     print(
         f"modules over {MODULE_LINES} lines: " + (", ".join(f"{m} ({n})" for n, m in big) or "none")
     )
-    # the sizes are of the code as ruff formats it: `# fmt: skip` only closes a table of values
-    skips = [
-        f"{m}:{i}"
-        for m, p in mods.items()
-        for i, line in enumerate(p.read_text().splitlines(), 1)
-        if "# fmt: skip" in line
-    ]
-    by_hand = [x for x in skips if not re.match(r"[})\]]  # fmt: skip$", _line(mods, x))]
+    pragmas = sum(
+        line.strip() == "# fmt: off" or "# fmt: skip" in line
+        for p in mods.values()
+        for line in p.read_text().splitlines()
+    )
+    by_hand = [f"{m}:{i}" for m, p in mods.items() for i in unformatted_blocks(p)]
     print(
-        f"`# fmt: skip`: {len(skips)}, every one closing a table"
+        f"`# fmt: skip` and `# fmt: off` blocks: {pragmas}, each a table of values"
         if not by_hand
-        else f"`# fmt: skip` outside a table: {', '.join(by_hand)}"
+        else f"left unformatted beyond a table: {', '.join(by_hand)}"
     )
     failures += ["formatting"] * bool(by_hand)
     longs = [f"{m}.{f} ({n})" for m, p in mods.items() for f, n in long_functions(p)]

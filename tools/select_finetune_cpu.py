@@ -29,10 +29,11 @@ import torch
 from gpt1lib.checkpoint import latest_checkpoint, load_run
 from gpt1lib.corpus import build_corpus
 from gpt1lib.fast import FastGPT
-from gpt1lib.finetune import FinetuneConfig, FinetuneRun, finetune
-from gpt1lib.lstm import LSTMLM, lstm_preset
-from gpt1lib.pretrain import PretrainConfig, pretrain
+from gpt1lib.finetune import FinetuneRun, finetune
+from gpt1lib.lstm import LSTMLM
+from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything
+from gpt1lib.settings import FinetuneConfig, PretrainConfig, lstm_preset
 from gpt1lib.tasks import get_task, load_examples
 
 TASKS = {"sst2": 3000, "cola": 3000}  # training examples read, then carved; short sentences, cheap

@@ -28,8 +28,9 @@ from gpt1lib.corpus import build_corpus, load_documents
 from gpt1lib.fast import FastGPT
 from gpt1lib.model import preset
 from gpt1lib.optim import make_optimizer, train_step
-from gpt1lib.pretrain import PretrainConfig, pretrain
+from gpt1lib.pretrain import pretrain
 from gpt1lib.runtime import seed_everything, timed
+from gpt1lib.settings import PretrainConfig
 from gpt1lib.tokenizer import GPT1Tokenizer
 
 # name: (n_layer, n_embd, n_head, n_ctx, merges, max_lr, warm-up fraction, batch)

@@ -18,6 +18,7 @@ times length-grouped batches padded to their longest against batches padded to t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,14 +32,14 @@ from ..model import PRESETS, preset
 from ..records import append_records, make_record, provenance
 from ..runtime import pick_device, synchronize, timed
 from ..scales import SCALES
-from .contenders import (
-    IMPLEMENTATIONS,
-    BenchConfig,
-    Contender,
-    contenders,
-    probe,
-)
-from .memory import gpu_busy, in_fresh_process, method, peak_growth
+from . import command_line
+from .contenders import IMPLEMENTATIONS, MODELS, MODES, BenchConfig, Contender, contenders
+from .memory import gpu_busy, method, peak_memory
+
+#: The settings of the headline ratio: the library's default configuration (embedding dropout
+#: on the matrix, as the released code) against transformers, both through ``train_step`` with
+#: the same AdamW; "gpt1lib" is the like-for-like function (dropout on the summed embedding).
+HEADLINE = "gpt1lib:matrix"
 
 
 def _time_interleaved(contenders: Sequence[Contender], cfg: BenchConfig, device) -> float:
@@ -68,8 +69,8 @@ def _checked(cfg: BenchConfig) -> BenchConfig:
     if name in SCALES and name not in PRESETS:  # a scale's name stands for its model
         cfg, name = replace(cfg, scale=cfg.scale or name), SCALES[name].model
     if name not in PRESETS:
-        raise ValueError(f"preset={name!r}: choose one of {sorted({*PRESETS, *SCALES})}")
-    if cfg.mode not in ("pretrain", "finetune", "both"):
+        raise ValueError(f"preset={name!r}: choose one of {MODELS}")
+    if cfg.mode not in MODES:
         raise ValueError(f"mode={cfg.mode!r}: choose pretrain, finetune or both")
     unknown = [i for i in cfg.implementations if i not in IMPLEMENTATIONS]
     if unknown:
@@ -135,29 +136,30 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
     padding to the context), and vs_reference_cpu, the same in CPU time."""
     cfg = _checked(replace(cfg or BenchConfig(), **overrides))
     device = pick_device(cfg.device)
-    if device.type == "cuda":
+    cpu = device.type == "cpu"
+    if not cpu:
         torch.backends.cuda.matmul.allow_tf32 = True  # float32 leftovers on tensor cores
         torch.backends.cudnn.allow_tf32 = True
     peak, peak_src = peak_tflops(device)
-    if device.type == "cpu":
+    if cpu:
         peak_src += ", the best of those timed before and between the rounds of steps"
     timed: list[Contender] = []
-    modes = ("pretrain", "finetune") if cfg.mode == "both" else (cfg.mode,)
-    for mode in modes:
+    for mode in ("pretrain", "finetune") if cfg.mode == "both" else (cfg.mode,):
         these = contenders(cfg, mode, device)
-        for c in these if cfg.memory else ():  # on the CPU, each in a fresh process
-            if device.type == "cuda":
-                c.peak_mem_mb = peak_growth(c.step, device)
-            else:
-                c.peak_mem_mb = in_fresh_process(probe, cfg, mode, c.name)
+        for c in these if cfg.memory else ():
+            c.peak_mem_mb = peak_memory(c, cfg, device)
         peak = max(peak, _time_interleaved(these, cfg, device))
         timed += these
         for c in these:
             c.busy_s, c.step = gpu_busy(c.step, device), None
-    cpu = device.type == "cpu"
-    run = {"dtype": "bf16 autocast" if cfg.bf16 and not cpu else "float32", **provenance(device)}
-    run |= {"threads": torch.get_num_threads() if cpu else None, "peak_tflops": peak}
-    run |= {"peak_source": peak_src, "mem_method": method(device) if cfg.memory else "not measured"}
+    run = {
+        "dtype": "bf16 autocast" if cfg.bf16 and not cpu else "float32",
+        **provenance(device),
+        "threads": torch.get_num_threads() if cpu else None,
+        "peak_tflops": peak,
+        "peak_source": peak_src,
+        "mem_method": method(device) if cfg.memory else "not measured",
+    }
     rows = [_row(c, cfg, run) for c in timed]
     _compare(rows)
     return rows
@@ -166,12 +168,11 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
 def speed_run(
     S, device, *, batch=None, seq=None, steps=None, compile: bool | None = None, log=print
 ) -> list[dict]:
-    """The appendix's speed run, its own command: on a GPU the training step
-    of ``S.bench_preset`` (the paper's, 64 x 512 tokens), on a CPU the scale's own, against
-    transformers (``batch``, ``seq``, ``steps``: None, the scale's for the device), with the
-    fine-tuning contenders; compiled as well where ``compile`` (None: on CUDA), pre-training
-    only (each new fine-tuning shape would compile again). Returns the results
-    (``to_records`` makes their records)."""
+    """The appendix's speed run: on a GPU the training step of ``S.bench_preset`` (the
+    paper's, 64 x 512 tokens), on a CPU the scale's own, against transformers (``batch``,
+    ``seq``, ``steps``: None, the scale's for the device), with the fine-tuning contenders;
+    compiled as well where ``compile`` (None: on CUDA), pre-training only (each new
+    fine-tuning shape would compile again). Returns the results (``to_records``)."""
     cuda = torch.device(device).type == "cuda"
     impl = ("gpt1lib", "gpt1lib:matrix", "transformers")
     try:
@@ -190,9 +191,7 @@ def speed_run(
     )
     runs = [cfg]
     if cuda if compile is None else compile:
-        # the default step (the library's dropout, the device's loss) beside model.GPT with
-        # every speed path off, and transformers ("gpt1lib:matrix:fused", the chunked loss
-        # compiled, is one more compile: the command line's --implementations)
+        # the default step beside model.GPT with every speed path off, and transformers
         both = ("gpt1lib:matrix", "gpt1lib:plain", *impl[2:])
         runs.append(replace(cfg, compile=True, mode="pretrain", implementations=both))
     results = []
@@ -214,10 +213,7 @@ def run_repeats(cfg: BenchConfig, repeats: int, **overrides: Any) -> list[list[d
     much (``spread``)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}: run at least once")
-    runs = []
-    for i in range(repeats):
-        runs.append([r | {"repeat": i} for r in run_benchmark(cfg, **overrides)])
-    return runs
+    return [[r | {"repeat": i} for r in run_benchmark(cfg, **overrides)] for i in range(repeats)]
 
 
 def spread(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -230,49 +226,48 @@ def spread(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
         for key in ("tokens_per_s", "vs_reference"):
             values = [r[key] for r in rows if r[key] is not None]
             if values:
-                row |= {f"{key}_median": statistics.median(values), f"{key}_min": min(values)}
-                row[f"{key}_max"] = max(values)
+                row[f"{key}_median"] = statistics.median(values)
+                row[f"{key}_min"], row[f"{key}_max"] = min(values), max(values)
         out.append(row)
     return out
 
 
-#: The settings of the headline ratio: the library's default configuration (embedding dropout
-#: on the matrix, as the released code) against transformers, both through ``train_step`` with
-#: the same AdamW (fused where PyTorch has it); "gpt1lib" is the like-for-like function
-#: (dropout on the summed embedding, as transformers).
-HEADLINE = "gpt1lib:matrix"
-
-
 def _range(r: dict, key: str, fmt: str) -> str:
+    if f"{key}_median" not in r:
+        return "-"
     lo, mid, hi = (format(r[f"{key}_{k}"], fmt) for k in ("min", "median", "max"))
     return f"{mid} ({lo}-{hi})"
 
 
 def format_spread(stats: Sequence[dict[str, Any]]) -> str:
     """The spread table, then the headline: which settings, and its ratio's median and range."""
-    lines = [f"{'variant':18s} {'runs':>4s} {'tokens/s: median (min-max)':>30s} {'vs ref.':>20s}"]
-    for r in stats:
-        ratio = _range(r, "vs_reference", ".2f") if "vs_reference_median" in r else "-"
-        tok = _range(r, "tokens_per_s", ",.0f")
-        lines.append(f"{r['variant']:18s} {r['repeats']:4d} {tok:>30s} {ratio:>20s}")
+    cells = {
+        "variant": [r["variant"] for r in stats],
+        "runs": [r["repeats"] for r in stats],
+        "tokens/s: median (min-max)": [_range(r, "tokens_per_s", ",.0f") for r in stats],
+        "vs ref.": [_range(r, "vs_reference", ".2f") for r in stats],
+    }
+    text = pd.DataFrame(cells).to_string(index=False)
     head = next((r for r in stats if r["variant"] == HEADLINE and "vs_reference_median" in r), None)
     if head:
-        lines.append(
-            f"headline: {HEADLINE}, the library's default config (embedding dropout on the "
+        text += (
+            f"\nheadline: {HEADLINE}, the library's default config (embedding dropout on the "
             "matrix), vs transformers, both on the same AdamW and train_step: "
             f"{_range(head, 'vs_reference', '.2f')}x over {head['repeats']} runs"
         )
-    return "\n".join(lines)
+    return text
 
 
 # ---------------------------------------------------------------- records, table, command line
 
-#: The result fields that become records.
-METRICS = ("step_time_s", "cpu_time_s", "tokens_per_s", "examples_per_s", "mfu", "peak_mem_mb")
-METRICS += ("gpu_busy_s", "gpu_busy_share")
-#: The fields of a result that go into its records' config.
-_CONFIG = ("preset", "batch", "seq", "mode", "dtype", "threads", "compile", "step_times_s")
-_CONFIG += ("peak_tflops", "peak_source", "flops_per_token", "mem_method", "reference")
+#: The result fields that become records, and those that go into their config.
+METRICS = (
+    "step_time_s cpu_time_s tokens_per_s examples_per_s mfu peak_mem_mb gpu_busy_s gpu_busy_share"
+).split()
+_CONFIG = (
+    "preset batch seq mode dtype threads compile step_times_s peak_tflops peak_source "
+    "flops_per_token mem_method reference"
+).split()
 
 
 def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
@@ -281,14 +276,20 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
     recs = []
     for r in results:
         config = r["config"] | {k: r[k] for k in _CONFIG} | {"steps": len(r["step_times_s"])}
-        config |= {"repeat": r["repeat"]} if "repeat" in r else {}
+        if "repeat" in r:
+            config["repeat"] = r["repeat"]
         values = {m: r[m] for m in METRICS}
         ref = "transformers" if r["reference"] == "transformers" else "padding_to_context"
         values["speedup_vs_" + ref] = r["vs_reference"]
-        task = "lm" if r["mode"] == "pretrain" else f"{r['config']['lengths']}_lengths"
-        fields = {k: r[k] for k in ("scale", "seed", "commit", "device", "date")}
-        fields |= {"experiment": "bench", "task": task, "split": "train", "config": config}
-        fields |= {"data": "synthetic random tokens", "wall_time": sum(r["step_times_s"])}
+        fields = {
+            **{k: r[k] for k in ("scale", "seed", "commit", "device", "date")},
+            "experiment": "bench",
+            "task": "lm" if r["mode"] == "pretrain" else f"{r['config']['lengths']}_lengths",
+            "split": "train",
+            "config": config,
+            "data": "synthetic random tokens",
+            "wall_time": sum(r["step_times_s"]),
+        }
         recs += [make_record(m, v, **fields) for m, v in values.items() if v is not None]
     return recs
 
@@ -326,19 +327,21 @@ def recorded_mfu(records, device: str = "H100") -> tuple[float, str] | None:
     return float(best.value), best.run
 
 
-#: The table's columns and how each is printed.
-_COLUMNS = {"mode": str, "variant": str, "preset": str, "batch": str, "seq": "{:.0f}".format}
-_COLUMNS |= {"dtype": str, "step_time_s": "{:.3f}".format, "cpu_time_s": "{:.3f}".format}
-_COLUMNS |= {"tokens_per_s": "{:,.0f}".format, "examples_per_s": "{:,.1f}".format}
-_COLUMNS |= {"mfu": "{:.1%}".format, "peak_mem_mb": "{:,.0f}".format}
-_COLUMNS |= {"vs_reference": "{:.2f}x".format, "vs_reference_cpu": "{:.2f}x".format}
-_COLUMNS |= {"gpu_busy_share": "{:.0%}".format, "reference": str}
+#: The table's columns and how each is printed ("{}": as text).
+_COLUMNS = {
+    "mode": "{}", "variant": "{}", "preset": "{}", "batch": "{}", "seq": "{:.0f}", "dtype": "{}",
+    "step_time_s": "{:.3f}", "cpu_time_s": "{:.3f}", "tokens_per_s": "{:,.0f}",
+    "examples_per_s": "{:,.1f}", "mfu": "{:.1%}", "peak_mem_mb": "{:,.0f}",
+    "vs_reference": "{:.2f}x", "vs_reference_cpu": "{:.2f}x", "gpu_busy_share": "{:.0%}",
+    "reference": "{}",
+}  # fmt: skip
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:
     """A plain-text table of ``results``, then the device, commit, peak and memory method."""
     cells = [
-        {k: "-" if r.get(k) is None else f(r[k]) for k, f in _COLUMNS.items()} for r in results
+        {k: "-" if r.get(k) is None else f.format(r[k]) for k, f in _COLUMNS.items()}
+        for r in results
     ]
     text = pd.DataFrame(cells, columns=list(_COLUMNS)).to_string(index=False)
     if results:
@@ -353,39 +356,31 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """``python -m gpt1lib.harness.bench``: time, print the table, append the records."""
-    p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.harness.bench",
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    """``python -m gpt1lib.harness.bench``: time, print the table, append the records; an
+    option for each ``BenchConfig`` setting that has a help text."""
+    p = command_line("gpt1lib.harness.bench", __doc__)
+    p.epilog = BenchConfig.__doc__  # what None stands for
+    for f in dataclasses.fields(BenchConfig):
+        if f.metadata:
+            kw = {"default": f.default, **f.metadata}
+            if f.type == "bool":
+                kw["action"] = argparse.BooleanOptionalAction
+            elif f.type.startswith("int"):
+                kw["type"] = int
+            elif f.type.startswith("tuple"):
+                kw["nargs"] = "+"
+            flags = ("--" + f.name.replace("_", "-"), *kw.pop("flags", ()))
+            p.add_argument(*flags, **kw)
+    p.add_argument(
+        "--repeats", type=int, default=1, help="whole runs, each with fresh models: their spread"
     )
-    arg, on_off = p.add_argument, argparse.BooleanOptionalAction
-    presets = sorted({*PRESETS, *SCALES})
-    arg("--preset", choices=presets, help="model preset, or a scale for its model (None: tiny)")
-    arg("--scale", choices=tuple(SCALES), help="the book's scale to record, and its model")
-    arg("--batch", type=int, help="sequences (fine-tuning: examples) a step (None: scale's, or 4)")
-    arg("--seq", type=int, help="tokens per sequence (None: the scale's, or the model's context)")
-    arg("--steps", type=int, help="timed steps per implementation (None: the scale's, or 5)")
-    arg("--repeats", type=int, default=1, help="whole runs, each with fresh models: their spread")
-    arg("--warmup", type=int, default=2, help="untimed steps per implementation first")
-    arg("--device", help="cpu, cuda, cuda:1... (None: CUDA where available)")
-    arg("--mode", choices=("pretrain", "finetune", "both"), default="pretrain", help="what to time")
-    arg("--lengths", choices=("sst2", "race"), default="sst2", help="fine-tuning examples like")
-    what = {"help": "implementations to time, interleaved: %(choices)s", "metavar": "NAME"}
-    impl = ["gpt1lib", HEADLINE, "transformers"]
-    arg("--implementations", "--impl", nargs="+", choices=IMPLEMENTATIONS, default=impl, **what)
-    arg("--compile", action=on_off, default=False, help="torch.compile every model timed")
-    arg("--bf16", action=on_off, default=True, help="bf16 autocast on CUDA (the CPU: float32)")
-    arg("--pad-vocab-to", type=int, help="gpt1lib's padding (None: 64 on CUDA, else 1)")
-    arg("--memory", action=on_off, default=True, help="measure the peak memory of a step")
-    arg("--threads", type=int, help="torch.set_num_threads first (None: torch's default)")
-    arg("--out", help="append the records to this JSON-lines file")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads first (None: torch's)")
+    p.add_argument("--out", help="append the records to this JSON-lines file")
     a = vars(p.parse_args(argv))
     threads, out, repeats = a.pop("threads"), a.pop("out"), a.pop("repeats")
     if threads:
         torch.set_num_threads(threads)
-    cfg = BenchConfig(**a | {"implementations": tuple(a["implementations"])})
-    runs = run_repeats(cfg, repeats)
+    runs = run_repeats(BenchConfig(**a | {"implementations": tuple(a["implementations"])}), repeats)
     results = [r for run in runs for r in run]
     print(format_table(results))
     print(format_spread(spread(runs)))
@@ -396,5 +391,5 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     return results
 
 
-if __name__ == "__main__":  # a fresh process imports ``contenders.probe`` by its module's name
+if __name__ == "__main__":
     main()

@@ -24,7 +24,6 @@ tokenizer. It may hold licensed data (Story Cloze): the user's copy, never commi
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import io
 import json
@@ -53,21 +52,22 @@ from ..tasks import (
 from ..tasks.bundle import FORMAT, MANIFEST, BundleError
 from ..tokenizer import RELEASED_FILES, GPT1Tokenizer
 from ..zeroshot import ZERO_SHOT_SPLITS
+from . import command_line
 
 SHOWN = (1, 50, 100)  # the draws the chapters show examples from
 MIB = 2**20
 
 
-def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
-    """Task -> split -> the scale's limits for what a run at scale ``S`` loads: each fine-tuned
-    task's train and eval split (chapters 05-08's, ``Scale.family_tasks``, and those scored
-    beside them, MNLI-mm, RACE-m/h), the dev split of the layer-transfer tasks, the zero-shot
-    sets. Tasks whose data ``source`` lacks are left out (a fine-tuned task needs both its
-    splits)."""
-    want: dict[str, dict[str, list]] = {}
+def reads(S, source) -> dict[tuple[str, str], list]:
+    """(task, split) -> the limits of the draws a run of ``S`` makes: each fine-tuned task's train
+    and eval split (``Scale.family_tasks``, and those scored beside them, MNLI-mm, RACE-m/h),
+    the dev split of the layer-transfer tasks, the zero-shot sets, and the training examples of
+    the zero-shot thresholds and of the protocol selection. A fine-tuned task whose data
+    ``source`` lacks is left out (it needs both its splits)."""
+    want: dict[tuple[str, str], list] = {}
 
     def add(task: str, split: str, *limits) -> None:
-        want.setdefault(task, {}).setdefault(split, []).extend(limits)
+        want.setdefault((task, split), []).extend(limits)
 
     for name in [t for tasks in S.family_tasks.values() for t in tasks]:
         if unavailable(name, source):
@@ -85,16 +85,21 @@ def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
         add(name, split, S.zero_shot_examples)
     for name in ("cola", "sst2"):  # the zero-shot thresholds are chosen on train
         add(name, "train", S.zero_shot_examples)
-    for name in S.selection_tasks:  # the protocol selection's draws
+    for name in S.selection_tasks:
         add(name, "train", S.selection_examples)
+    return want
+
+
+def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
+    """Task -> split -> the limits of the draws a run at scale ``S`` makes (``reads``),
+    for the splits ``source`` holds."""
     out: dict[str, dict[str, list]] = {}
-    for task, splits in want.items():
-        for split, limits in splits.items():
-            try:
-                load_examples(task, split, source, limit=1)
-            except (FileNotFoundError, RuntimeError):
-                continue
-            out.setdefault(task, {})[split] = limits
+    for (task, split), limits in reads(S, source).items():
+        try:
+            load_examples(task, split, source, limit=1)
+        except (FileNotFoundError, RuntimeError):
+            continue
+        out.setdefault(task, {})[split] = limits
     return out
 
 
@@ -115,12 +120,9 @@ def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) ->
     ]
     name = f"tasks/{spec.name}/{split}.jsonl.xz"
     _write_xz(out / name, "\n".join(lines).encode("utf-8"))
-    where = describe_source(spec, split, source)
-    root = str(Path(source).resolve()) + os.sep if source not in ("fixture", "hub") else ""
-    where = where.replace(root, "").replace(str(PACKAGE / "fixtures") + os.sep, "")
     by_size = sorted(draws, key=lambda d: -(n if d[0] is None else d[0]))
-    entry = {"file": name, "of": n, "examples": len(keep), "draws": by_size}
-    return entry | {"from": where}
+    where = _relative(describe_source(spec, split, source), source)
+    return {"file": name, "of": n, "examples": len(keep), "draws": by_size, "from": where}
 
 
 def _tokenizer_for(S, source, corpus, out: Path, bpe_dir) -> GPT1Tokenizer:
@@ -264,7 +266,10 @@ def build(
 def summary(man: dict) -> str:
     """A few lines on what a bundle holds and its size."""
     c = man["corpus"]
-    size = lambda prefix: sum(f["bytes"] for k, f in man["files"].items() if k.startswith(prefix))  # noqa: E731
+
+    def size(prefix: str) -> float:
+        return sum(f["bytes"] for k, f in man["files"].items() if k.startswith(prefix))
+
     lines = [
         f"bundle for scale {man['scale']} (seed {man['seed']}, commit {man['commit']}): "
         f"{man['bytes'] / MIB:.2f} MiB of at most {man['max_mib']:g}",
@@ -282,11 +287,7 @@ def summary(man: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     """``python -m gpt1lib.harness.bundle``: build a bundle and print what it holds."""
-    p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.harness.bundle",
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    p = command_line("gpt1lib.harness.bundle", __doc__)
     p.add_argument("--scale", default="small", help="the scale whose run the bundle serves")
     p.add_argument(
         "--source", required=True, help="task data in the official layouts, or 'fixture'"

@@ -1,12 +1,11 @@
-"""What the speed run times (``bench``): the contenders and the configuration of a run.
+"""What the speed run (``bench``) times: its settings and its contenders.
 
 Each contender is one training step, ``optim.train_step`` on a model and its loss: GPT-1 as
 ``FastGPT`` (and each of ``VARIANTS``, one thing changed) or transformers'
 ``OpenAIGPTLMHeadModel`` of the same configuration for pre-training; a classification model
-with the auxiliary LM loss on SST-2-like lengths, batched three ways, for fine-tuning. FastGPT
-computes L1 as pre-training does on the device (``pretrain.loss_path``: the full logits where
-compiled on CUDA, the fused loss elsewhere) unless a variant names the loss; fine-tuning runs
-on the loops' attention kernels (``runtime.attention_backends``).
+with the auxiliary LM loss on SST-2-like lengths, batched four ways, for fine-tuning. FastGPT
+computes L1 as pre-training does on the device (``pretrain.loss_path``) unless a variant names
+the loss; fine-tuning runs on the loops' attention kernels (``runtime.attention_backends``).
 """
 
 from __future__ import annotations
@@ -24,30 +23,25 @@ from typing import Any, Literal
 import torch
 
 from ..fast import FastGPT
-from ..finetune import FinetuneConfig, FinetuneRun, Updates
+from ..finetune import FinetuneRun, Updates
 from ..heads import TaskModel
 from ..loss import task_loss
-from ..model import GPT, GPTConfig, preset
+from ..model import GPT, PRESETS, preset
 from ..optim import make_optimizer, train_step
-from ..pretrain import PretrainConfig, loss_path
+from ..pretrain import loss_path
 from ..runtime import GPU_PAD_MULTIPLE, attention_backends, attention_name, pick_precision
+from ..scales import SCALES
+from ..settings import FinetuneConfig, PretrainConfig
 from ..steps import eager_stand_in, graphs_pay
 from ..tasks import get_task
 from ..transforms import Encoded, batches, collate
 from ..weights import config_to_hf
-from .memory import peak_growth
 
 LR = 2.5e-4  # pre-training's peak rate; a step takes as long at any rate
 LM_COEF = 0.5  # lambda of the fine-tuning loss L3
 
-#: How each loss is computed from (net, inputs, targets), by the name the records give it:
-#: FastGPT's two paths (``FastGPT.loss_path`` "fused" and "logits") are its own forward's.
-LOSSES: dict[str, Callable[..., torch.Tensor]] = {
-    "fused_lm_loss(hidden)": lambda net, x, y: net(x, targets=y).loss,
-    "lm_loss(logits)": lambda net, x, y: net(x, targets=y).loss,
-    "OpenAIGPTLMHeadModel(labels=input_ids)": lambda net, x, y: net(x, labels=x).loss,
-}
-PATHS = {"fused_lm_loss(hidden)": "fused", "lm_loss(logits)": "logits"}  # FastGPT.loss_path
+#: FastGPT's loss paths (``FastGPT.loss_path``) by the name the records give them.
+PATHS = {"fused_lm_loss(hidden)": "fused", "lm_loss(logits)": "logits"}
 
 #: What each variant changes from "gpt1lib": ``FastGPT`` (the loss from the hidden states, the
 #: CPU's int16 dropout masks and written-out attention), embedding dropout on the sum, the
@@ -57,8 +51,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpt1lib:matrix": {"embd_dropout": "matrix"},  # the released code's embedding dropout
     "gpt1lib:logits": {"loss": "lm_loss(logits)"},  # FastGPT's full logits, then lm_loss
     "gpt1lib:fused": {"loss": "fused_lm_loss(hidden)"},  # FastGPT's chunked loss
-    # the library's default embedding dropout with the chunked loss forced (compiled on CUDA,
-    # beside "gpt1lib:matrix": what the device's choice of loss is worth)
+    # the default embedding dropout with the chunked loss forced (compiled on CUDA, beside
+    # "gpt1lib:matrix": what the device's choice of loss is worth)
     "gpt1lib:matrix:fused": {"embd_dropout": "matrix", "loss": "fused_lm_loss(hidden)"},
     "gpt1lib:pad1": {"pad_vocab_to": 1},
     "gpt1lib:pad64": {"pad_vocab_to": 64},
@@ -66,28 +60,52 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "gpt1lib:plain": {"model": "GPT", "loss": "lm_loss(logits)", "pad_vocab_to": 1},
 }
 IMPLEMENTATIONS = (*VARIANTS, "transformers")
+MODELS = sorted({*PRESETS, *SCALES})  # a scale stands for its model
+MODES = ("pretrain", "finetune", "both")
+#: Fine-tuning examples like a task's: (task, sequences an example, median tokens a sequence
+#: with ``_start_`` and ``_classify_``, the log-normal's sigma). SST-2: mostly 5-40 tokens;
+#: RACE: an article, a question and one of 4 answers, most cut to the context.
+LENGTHS = {"sst2": ("sst2", 1, 13, 0.6), "race": ("race", 4, 380, 0.3)}
+
+
+def _setting(value: Any, help: str | None = None, **option: Any) -> Any:
+    """A ``BenchConfig`` field with the default ``value``; with ``help``, also the bench's
+    command-line option (``option``: more of ``add_argument``'s arguments)."""
+    return field(default=value, metadata={"help": help, **option} if help else {})
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """One benchmark run; ``None`` fields take the scale's, the preset's or the device's value."""
+    """One benchmark run. ``None``: the scale's batch, seq and steps on the device, else 4
+    sequences, the preset's context and 5 steps; the preset tiny; CUDA where available."""
 
-    preset: str | None = None  # a model preset, or a scale's name for its model; None: tiny
-    batch: int | None = None  # sequences (fine-tuning: examples) per step; None: the scale's, or 4
-    seq: int | None = None  # tokens per sequence; None: the scale's, or the preset's context
-    steps: int | None = None  # timed steps per implementation after warm-up; None: scale's, or 5
-    warmup: int = 2  # untimed steps per implementation first
-    device: str | None = None  # None: CUDA where available, else the CPU
-    mode: Literal["pretrain", "finetune", "both"] = "pretrain"
-    implementations: tuple[str, ...] = ("gpt1lib", "transformers")
-    bf16: bool = True  # bf16 autocast on CUDA; the CPU always runs float32
-    compile: bool = False  # torch.compile every model timed (ours and transformers')
-    pad_vocab_to: int | None = None  # for gpt1lib; None: 64 on CUDA, 1 on the CPU
-    dropout: float = 0.1  # every dropout rate, as in the paper
-    memory: bool = True  # measure peak memory (on the CPU: one fresh process per model)
-    seed: int = 0
-    scale: str | None = None  # the book's scale this run stands for: its model, if no preset
-    lengths: Literal["sst2", "race"] = "sst2"  # fine-tuning: examples like SST-2's or RACE's
+    preset: str | None = _setting(None, "model preset, or a scale for its model", choices=MODELS)
+    scale: str | None = _setting(None, "the book's scale to record, and its model", choices=SCALES)
+    batch: int | None = _setting(None, "sequences (fine-tuning: examples) a step")
+    seq: int | None = _setting(None, "tokens per sequence")
+    steps: int | None = _setting(None, "timed steps per implementation")
+    warmup: int = _setting(2, "untimed steps per implementation first")
+    device: str | None = _setting(None, "cpu, cuda, cuda:1...")
+    mode: Literal["pretrain", "finetune", "both"] = _setting(
+        "pretrain", "what to time", choices=MODES
+    )
+    lengths: Literal["sst2", "race"] = _setting(
+        "sst2", "fine-tuning examples like", choices=LENGTHS
+    )
+    implementations: tuple[str, ...] = _setting(
+        ("gpt1lib", "transformers"),
+        "implementations to time, interleaved: %(choices)s",
+        flags=("--impl",),
+        choices=IMPLEMENTATIONS,
+        metavar="NAME",
+        default=["gpt1lib", "gpt1lib:matrix", "transformers"],  # the command line's
+    )
+    compile: bool = _setting(False, "torch.compile every model timed")
+    bf16: bool = _setting(True, "bf16 autocast on CUDA (the CPU: float32)")
+    pad_vocab_to: int | None = _setting(None, "gpt1lib's padding (None: 64 on CUDA, else 1)")
+    memory: bool = _setting(True, "measure the peak memory of a step (CPU: a process a model)")
+    dropout: float = _setting(0.1)  # every dropout rate, as in the paper
+    seed: int = _setting(0)
 
 
 @dataclass
@@ -110,22 +128,6 @@ class Contender:
 # ---------------------------------------------------------------- the contenders
 
 
-def _gpt_config(cfg: BenchConfig) -> GPTConfig:
-    p = cfg.dropout
-    return preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
-
-
-def _transformers_model(cfg: GPTConfig):
-    try:
-        from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
-        from transformers.utils import logging as hf_logging
-    except ImportError as e:
-        raise ImportError("pip install transformers, or leave it out of implementations") from e
-    hf_logging.set_verbosity_error()
-    hf = {k: v for k, v in config_to_hf(cfg).items() if k not in ("architectures", "model_type")}
-    return OpenAIGPTLMHeadModel(OpenAIGPTConfig(**hf))
-
-
 def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Contender:
     """``model`` on ``device``, its optimiser, and a step: ``optim.train_step`` of
     ``loss_fn(net)``, ``net`` the model (compiled if asked)."""
@@ -133,13 +135,12 @@ def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Conte
     opt = make_optimizer(model, LR)
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
-
-    # fine-tuning on the loops' attention kernels (a pre-training batch has one shape)
-    kernels = attention_backends if mode == "finetune" else lambda _: contextlib.nullcontext()
+    tuning = mode == "finetune"  # on the loops' kernels (a pre-training batch has one shape)
 
     def losses():  # the step's one loss; its backward runs outside autocast
-        with torch.autocast(device.type, torch.bfloat16, enabled=bf16), kernels(device):
-            loss = loss_fn(net)
+        with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
+            with attention_backends(device) if tuning else contextlib.nullcontext():
+                loss = loss_fn(net)
         yield loss
 
     first = iter([True])  # the first step checks that the gradients are not all zero
@@ -157,31 +158,44 @@ def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Con
     """A model, its optimiser and a pre-training step on a fixed random batch."""
     g = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    model_cfg = _gpt_config(cfg)
+    p = cfg.dropout
+    model_cfg = preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
     x = torch.randint(0, model_cfg.vocab_size, (cfg.batch, cfg.seq + 1), generator=g).to(device)
+    inputs, targets = x[:, :-1], x[:, 1:]
     if name == "transformers":
-        model = _transformers_model(model_cfg)
-        info = {"model": "OpenAIGPTLMHeadModel", "loss": "OpenAIGPTLMHeadModel(labels=input_ids)"}
-        info["embd_dropout"] = "sum"
+        try:
+            from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
+            from transformers.utils import logging as hf_logging
+        except ImportError as e:
+            raise ImportError("pip install transformers, or leave it out of implementations") from e
+        hf_logging.set_verbosity_error()
+        hf = config_to_hf(model_cfg)
+        hf = {k: v for k, v in hf.items() if k not in ("architectures", "model_type")}
+        model = OpenAIGPTLMHeadModel(OpenAIGPTConfig(**hf))
+        loss = "OpenAIGPTLMHeadModel(labels=input_ids)"
+        info = {"model": "OpenAIGPTLMHeadModel", "loss": loss, "embd_dropout": "sum"}
+
+        def loss_fn(net) -> torch.Tensor:
+            return net(inputs, labels=inputs).loss
+
     else:
-        path = loss_path(PretrainConfig(compile=cfg.compile), device)  # pre-training's
-        loss = {v: k for k, v in PATHS.items()}[path]
+        loss = {v: k for k, v in PATHS.items()}[
+            loss_path(PretrainConfig(compile=cfg.compile), device)
+        ]
         info = {"model": "FastGPT", "loss": loss, "embd_dropout": "sum"}
-        info |= {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
+        info = info | {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
         model_cfg = replace(model_cfg, embd_dropout=info["embd_dropout"])
-        fast = info["model"] == "FastGPT"
-        model = FastGPT(model_cfg, info["pad_vocab_to"]) if fast else GPT(model_cfg)
-        if fast:
+        if info["model"] == "FastGPT":
+            model = FastGPT(model_cfg, info["pad_vocab_to"])
             model.loss_path = PATHS[info["loss"]]
-    loss_fn = functools.partial(LOSSES[info["loss"]], x=x[:, :-1], y=x[:, 1:])
+        else:
+            model = GPT(model_cfg)
+
+        def loss_fn(net) -> torch.Tensor:
+            return net(inputs, targets=targets).loss
+
     fields = {"tokens": cfg.batch * cfg.seq, "seq": cfg.seq}
     return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
-
-
-#: Fine-tuning examples like a task's: (task, sequences an example, median tokens a sequence
-#: with ``_start_`` and ``_classify_``, the log-normal's sigma). SST-2: mostly 5-40 tokens;
-#: RACE: an article, a question and one of 4 answers, most cut to the context.
-LENGTHS = {"sst2": ("sst2", 1, 13, 0.6), "race": ("race", 4, 380, 0.3)}
 
 
 def task_like_items(lengths: str, n: int, n_ctx: int, V: int, seed: int = 0) -> list[Encoded]:
@@ -204,14 +218,24 @@ def _task_loss(net, feed, regression: bool) -> torch.Tensor:
     return task_loss(scores, batch.labels, regression, l1, LM_COEF)[0]
 
 
+def _sizes(padded: list, examples: int) -> dict[str, float]:
+    """A fine-tuning contender's real tokens and padded length a step, the means over ``padded``."""
+    tokens = statistics.mean(int(b.mask.sum()) for b in padded)
+    return {
+        "tokens": tokens,
+        "seq": statistics.mean(b.ids.size(1) for b in padded),
+        "examples": examples,
+    }
+
+
 def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contender]:
     """Fine-tuning steps over the same ``batch * steps`` synthetic examples of SST-2's or
     RACE's lengths (``cfg.lengths``): length-grouped batches padded to their longest, the same
     rounded up to a multiple of 64 (the loops' default on CUDA: few shapes), every batch padded
-    to the context, and the fine-tuning loop's own update on the multiples of 64, replayed as a
-    graph per shape (``finetune.Updates``; on the CPU the eager stand-in). Warm-up steps take
-    the first batches; the timed steps then see every batch once."""
-    model_cfg = _gpt_config(cfg)
+    to the context, and the loop's own update (``_graphed``). Warm-up steps take the first
+    batches; the timed steps then see every batch once."""
+    p = cfg.dropout
+    model_cfg = preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
     n_ctx, V, task = model_cfg.n_ctx, model_cfg.vocab_size, get_task(LENGTHS[cfg.lengths][0])
     items = task_like_items(cfg.lengths, cfg.batch * cfg.steps, n_ctx, V, cfg.seed)
     out = []
@@ -229,15 +253,19 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
             collate([items[i] for i in b], pad_to=pad_to, multiple=multiple, cap=n_ctx)
             for b in order
         ]
-        info = {"model": "TaskModel(FastGPT)", "padding": how, "lm_coef": LM_COEF}
-        info["lengths"] = cfg.lengths
-        info["attention"] = attention_name(device)
-        info |= {"examples": len(items), "embd_dropout": model_cfg.embd_dropout}
-        info["pad_vocab_to"] = gpt.pad_vocab_to
+        info = {
+            "model": "TaskModel(FastGPT)",
+            "padding": how,
+            "lm_coef": LM_COEF,
+            "lengths": cfg.lengths,
+            "attention": attention_name(device),
+            "examples": len(items),
+            "embd_dropout": model_cfg.embd_dropout,
+            "pad_vocab_to": gpt.pad_vocab_to,
+        }
         feed = itertools.cycle([b.to(device) for b in prepared])
         loss_fn = functools.partial(_task_loss, feed=feed, regression=model.regression)
-        fields = {"tokens": statistics.mean(int(b.mask.sum()) for b in prepared)}
-        fields |= {"seq": statistics.mean(b.ids.size(1) for b in prepared), "examples": cfg.batch}
+        fields = _sizes(prepared, cfg.batch)
         out.append(_contender(name, "finetune", model, loss_fn, cfg, device, info, **fields))
     out.append(_graphed(out[1], model_cfg, task, items, cfg, device))
     return out
@@ -259,29 +287,18 @@ def _graphed(buckets: Contender, model_cfg, task, items, cfg, device) -> Contend
         updates.graphs.capture = eager_stand_in
     order = batches(items, cfg.batch, random.Random(cfg.seed))
     feed = itertools.cycle([[items[i] for i in b] for b in order])
-    step = lambda: updates.update(next(feed), LR)  # noqa: E731
+
+    def step() -> None:
+        updates.update(next(feed), LR)
+
     info = buckets.config | {"variant": "finetune:graphed", "updates": "finetune.Updates"}
     info["graphs"] = "CUDA graph per shape" if graphs else "eager stand-in (no CUDA)"
     info["padding"] = "the loop's: length-grouped, a multiple of runtime.pad_multiple"
     padded = [updates.batch([items[i] for i in b]) for b in order]
-    fields = {"tokens": statistics.mean(int(b.mask.sum()) for b in padded)}
-    fields |= {"seq": statistics.mean(b.ids.size(1) for b in padded), "examples": cfg.batch}
-    return Contender("finetune:graphed", "finetune", step, info, **fields)
+    return Contender("finetune:graphed", "finetune", step, info, **_sizes(padded, cfg.batch))
 
 
 def contenders(cfg: BenchConfig, mode: str, device) -> list[Contender]:
     if mode == "pretrain":
         return [pretrain_contender(n, cfg, device) for n in cfg.implementations]
     return finetune_contenders(cfg, device)
-
-
-def probe(cfg: BenchConfig, mode: str, name: str) -> float:
-    """Run in a fresh process: ``name``'s first step's peak memory growth on the CPU, in MB,
-    after a step of a tiny model of its kind has paid for the runtime's own buffers."""
-    cfg, cpu = replace(cfg, implementations=(name,)), torch.device("cpu")
-    warm = replace(cfg, preset="tiny", batch=1, seq=8, steps=1)
-    next(c for c in contenders(warm, mode, cpu) if c.name == name).step()
-    return peak_growth(next(c for c in contenders(cfg, mode, cpu) if c.name == name).step, cpu)
-
-
-# ---------------------------------------------------------------- running

@@ -1,29 +1,28 @@
-"""Peak memory of one step: the allocator's on CUDA, the resident set's on the CPU; and on CUDA
-the time a step keeps the GPU computing (``gpu_busy``).
+"""A step's peak memory, and on CUDA the time a step keeps the GPU computing (``gpu_busy``).
 
-On CUDA: ``torch.cuda.max_memory_allocated`` during the step, above what was held before it. On
-the CPU: the resident set's peak during the step above its size before it, sampled from
-``/proc/self/statm`` every millisecond (Linux; elsewhere ``getrusage``'s max RSS, a high-water
-mark). A CPU figure is the step's own when it is taken in a fresh process (``in_fresh_process``)
-after something small of the same kind has paid for the runtime's own buffers (thread pools,
-kernels); at a tiny size it is mostly the allocator's granularity. Both count whatever the step
-holds: activations, gradients, the optimiser's state.
+The peak (``peak_growth``) counts whatever the step holds: activations, gradients, the
+optimiser's state. On CUDA it is ``torch.cuda.max_memory_allocated`` above what was held
+before. On the CPU it is the resident set's peak above its size before, sampled from
+``/proc/self/statm`` every millisecond (elsewhere ``getrusage``'s max RSS, a high-water mark),
+in a fresh process after a tiny model of the same kind has paid for the runtime's own buffers.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
 import resource
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from multiprocessing import get_context
 from typing import Any
 
 import torch
 
 from ..runtime import synchronize
+from .contenders import BenchConfig, Contender, contenders
 
 
 def rss_bytes() -> int | None:
@@ -76,11 +75,29 @@ def peak_growth(step: Callable[[], Any], device: torch.device) -> float:
     return max(0, max(peak[0], rss_bytes()) - before) / 2**20
 
 
+def probe(cfg: BenchConfig, mode: str, name: str, threads: int) -> float:
+    """Run in a fresh process: ``name``'s first step's peak memory growth on the CPU, in MB,
+    after a step of a tiny model of its kind has paid for the runtime's own buffers."""
+    torch.set_num_threads(threads)
+    cfg, cpu = replace(cfg, implementations=(name,)), torch.device("cpu")
+    warm = replace(cfg, preset="tiny", batch=1, seq=8, steps=1)
+    next(c for c in contenders(warm, mode, cpu) if c.name == name).step()
+    return peak_growth(next(c for c in contenders(cfg, mode, cpu) if c.name == name).step, cpu)
+
+
+def peak_memory(c: Contender, cfg: BenchConfig, device: torch.device) -> float:
+    """``c``'s step's peak memory growth in MB: on the CPU, its first step in a fresh Python
+    process (nothing of this one's memory comes along) with this one's thread count."""
+    if device.type == "cuda":
+        return peak_growth(c.step, device)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as fresh:
+        return fresh.submit(probe, cfg, c.mode, c.name, torch.get_num_threads()).result()
+
+
 def gpu_busy(step: Callable[[], Any], device: torch.device, steps: int = 3) -> float | None:
     """Seconds a ``step()`` keeps the GPU working: the union of its kernels' and copies' time
-    spans under ``torch.profiler`` over ``steps`` steps, per step (None off CUDA). Beside the
-    step's wall time, the share of it the GPU is busy: a launch-bound step leaves it idle
-    between kernels."""
+    spans under ``torch.profiler`` over ``steps`` steps, per step (None off CUDA). A
+    launch-bound step leaves the GPU idle between kernels."""
     if device.type != "cuda":
         return None
     from torch.profiler import ProfilerActivity, profile
@@ -99,32 +116,3 @@ def gpu_busy(step: Callable[[], Any], device: torch.device, steps: int = 3) -> f
         busy += max(0.0, b - max(a, end))
         end = max(end, b)
     return busy / 1e6 / steps
-
-
-#: The fresh process: read (sys.path, pickled (fn, args), threads) from stdin, run, and write
-#: the pickled result to stdout (what ``fn`` prints goes to stderr).
-_CHILD = """
-import pickle, sys
-paths, call, threads = pickle.load(sys.stdin.buffer)
-sys.path[:] = paths
-import torch
-torch.set_num_threads(threads)
-fn, args = pickle.loads(call)
-out, sys.stdout = sys.stdout.buffer, sys.stderr
-out.write(pickle.dumps(fn(*args)))
-out.flush()
-"""
-
-
-def in_fresh_process(fn: Callable, *args: Any) -> Any:
-    """``fn(*args)`` in a new Python interpreter (nothing of this process's memory comes along)
-    with this one's ``sys.path`` and thread count; ``fn`` must be importable by name, its
-    arguments and result picklable."""
-    call = pickle.dumps((fn, args))
-    stdin = pickle.dumps((sys.path, call, torch.get_num_threads()))
-    cmd = [sys.executable, "-c", _CHILD]
-    run = subprocess.run(cmd, input=stdin, capture_output=True, timeout=3600)
-    if run.returncode != 0:
-        err = run.stderr.decode(errors="replace")[-2000:]
-        raise RuntimeError(f"{fn.__qualname__} failed in a fresh process:\n{err}")
-    return pickle.loads(run.stdout)

@@ -4,7 +4,7 @@
 (``small``'s is sized to one GPU lease); a unit's kind is its id's first part (``PART``). Only
 each Table 5 row's fine-tuning rate is chosen at run time (``select``), on examples held out
 from train. ``predict`` gives each unit its seconds from ``RATES`` (what a device measured in
-the library's own loops, each rate with its date and source) and the data's ``sizes``.
+the library's own loops) and the data's ``sizes``.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..choice import RATES as SEARCHED
 from ..experiments import ARM_MODEL
 from ..scales import FAMILY_TASKS
 from ..scoring import encode_all
 from ..selection import HELD_OUT
-from ..selection import RATES as SEARCHED
 from ..steps import MAX_TOKENS, graphs_asked
 from ..tasks import SCORED_BESIDE, get_task, load_examples, open_source, unavailable
 from ..transforms import padded_length
 from ..zeroshot import ZERO_SHOT_SPLITS
+from .bundle import reads
 
-#: Measured rates, one table a scale and device: name -> (value, when and where measured). The
-#: H100's: ../shared/notes/gpu-lease-2026-11-2{4,6}.md (ee22f51, a5300d5), results/bench (a27161b).
+#: Measured rates, one table a scale and device: name -> (value, where it comes from).
 RATES = {
     ("small", "H100"): {
         "setup_s": (10.0, "assumed: imports took 7.6 s on this 2-core CPU"),
@@ -44,7 +44,7 @@ RATES = {
         "lstm_ft_ratio": (0.41, "2026-11-26 49225fa: Table 5's 8 LSTM runs in 35.0 s"),
         "lstm_zs_ratio": (0.69, "2026-11-26 49225fa: zero-shot 13.6 s, the transformer's 19.6"),
     },
-    # this project's 2-core CPU: fit to the units of tools/rehearse_gpu.sh at smoke, 2026-11-26
+    # a 2-core CPU: fit to the units of tools/rehearse_gpu.sh at smoke
     ("smoke", "cpu"): {
         "setup_s": (5.0, "fit"), "gpt_start_s": (0.3, "fit"), "gpt_update_s": (0.01, "fit"),
         "lstm_start_s": (0.2, "fit"), "lstm_update_s": (0.01, "fit"), "save_s": (0.02, "fit"),
@@ -119,11 +119,7 @@ def sizes(S, source, tok, multiple: int) -> dict[tuple[str, str], dict]:
     """(task, split) -> its examples ``n``, sequences an example and padded tokens an example
     (lengths rounded up to ``multiple``, the device's), from up to 100 encoded examples."""
     n_ctx, src, out = S.model_config().n_ctx, open_source(source), {}
-    tuned = [t for ts in S.family_tasks.values() for t in ts]
-    want = {(t, s) for t in tuned for s in ("train", get_task(t).eval_split)}
-    want |= {(o, get_task(o).eval_split) for t in tuned for o in SCORED_BESIDE.get(t, ())}
-    want |= {(t, "dev") for t in S.transfer_tasks} | set(ZERO_SHOT_SPLITS.items())
-    for task, split in sorted(want | {("cola", "train"), ("sst2", "train")}):
+    for task, split in sorted(reads(S, source)):
         try:
             sample = load_examples(task, split, source, 100, S.finetune.seed)
         except (FileNotFoundError, RuntimeError, ValueError):

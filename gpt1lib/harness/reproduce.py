@@ -27,8 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..chapter import PARAMETERS
 from ..scales import SCALES
+from ..settings import PARAMETERS
+from . import command_line
 from .runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ ROUTINE = ("scale", "out_dir", "results_dir", "source", "corpus")
 
 def check_known(params: dict, names: list[str]) -> None:
     """An error, before anything runs, for a parameter given with ``-p`` that none of the
-    chapters ``names`` declares (``chapter.PARAMETERS``; one chapter: that it lacks), naming
+    chapters ``names`` declares (``settings.PARAMETERS``; one chapter: that it lacks), naming
     it and the chapter's parameters: papermill would pass it and the chapter run without it."""
     for key in params:
         if key in ROUTINE or any(key in PARAMETERS.get(n, ()) for n in names):
@@ -48,7 +49,7 @@ def check_known(params: dict, names: list[str]) -> None:
         if len(names) == 1:
             has = ", ".join(PARAMETERS.get(names[0], ()))
             raise ValueError(f"{names[0]} has no parameter {key!r}: it has {has}")
-        raise ValueError(f"no chapter has a parameter {key!r} (chapter.PARAMETERS lists each's)")
+        raise ValueError(f"no chapter has a parameter {key!r} (settings.PARAMETERS lists each's)")
 
 
 def sweep(
@@ -79,9 +80,7 @@ def sweep(
 
 def _parser() -> argparse.ArgumentParser:
     """The command line: the recorded run's options, and a sweep's."""
-    p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.harness.reproduce", description=__doc__.split("\n")[0]
-    )
+    p = command_line("gpt1lib.harness.reproduce", __doc__)
     p.add_argument("--scale", default="small", choices=tuple(SCALES))
     p.add_argument("--source", help="folder of the task data sets (or a bundle), or 'hub'")
     p.add_argument("--corpus", help="pre-training corpus: a folder, file, bundle or hub id")
@@ -90,34 +89,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace the records of another run")
     p.add_argument("--book", action="store_true", help="rebuild the HTML book afterwards")
     p.add_argument("--plan-only", action="store_true", help="print the units, run nothing")
-    p.add_argument(
-        "--estimate",
-        metavar="DEVICE",
-        help="predict for DEVICE (e.g. 'NVIDIA H100 "
-        "80GB HBM3') instead of this machine's; implies --plan-only",
-    )
-    p.add_argument(
-        "--stop-after",
-        type=float,
-        metavar="MINUTES",
-        help="end before a unit that would not finish within MINUTES",
-    )
+    device = "predict for DEVICE ('NVIDIA H100 80GB HBM3'), not this one; implies --plan-only"
+    p.add_argument("--estimate", metavar="DEVICE", help=device)
+    cut = "end before a unit that would not finish within MINUTES"
+    p.add_argument("--stop-after", type=float, metavar="MINUTES", help=cut)
     p.add_argument("--only", nargs=1, metavar="CHAPTER", help="with --sweep: the chapter")
-    p.add_argument(
-        "-p",
-        "--param",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="with --sweep: another chapter parameter",
-    )
-    p.add_argument(
-        "--sweep",
-        nargs="+",
-        metavar=("NAME", "VALUE"),
-        help="rerun the --only chapter once per VALUE of its parameter NAME",
-    )
+    param = {"metavar": ("NAME", "VALUE"), "help": "with --sweep: another chapter parameter"}
+    p.add_argument("-p", "--param", nargs=2, action="append", default=[], **param)
+    sweep = "rerun the --only chapter once per VALUE of its parameter NAME"
+    p.add_argument("--sweep", nargs="+", metavar=("NAME", "VALUE"), help=sweep)
     return p
 
 
@@ -131,27 +111,20 @@ def main(argv: list[str] | None = None) -> dict | list[Path]:
     params |= {name: _value(value) for name, value in a.param}
     if a.sweep or a.only or a.param:
         if a.only:  # a misspelt parameter is named before anything else
-            check_known({k: v for k, v in params.items() if k not in ROUTINE}, a.only)
+            check_known(params, a.only)
         if not a.only or not a.sweep or len(a.sweep) < 2:
             p.error("--sweep NAME VALUE [VALUE ...] needs one chapter: --only <chapter>")
         values = [_value(v) for v in a.sweep[1:]]
         return sweep(a.only[0], a.sweep[0], values, a.scale, params, Path(a.out_dir))
     if not a.source or not a.corpus:
         p.error("the reproduction needs --source and --corpus (a bundle, or the data)")
+    how = {"force": a.force, "stop_after_min": a.stop_after, "plan_only": a.plan_only}
     made = run(
-        a.scale,
-        a.source,
-        a.corpus,
-        Path(a.out_dir),
-        Path(a.results),
-        force=a.force,
-        stop_after_min=a.stop_after,
-        plan_only=a.plan_only,
-        estimate_on=a.estimate,
+        a.scale, a.source, a.corpus, Path(a.out_dir), Path(a.results), **how, estimate_on=a.estimate
     )
     if a.book and not (a.plan_only or a.estimate):
         book = "from jupyter_book.cli.main import main; main(prog_name='jupyter-book')"
-        build = ["build", str(ROOT), "-W", "--keep-going"]  # through this interpreter (issue 45)
+        build = ["build", str(ROOT), "-W", "--keep-going"]  # through this interpreter
         subprocess.run([sys.executable, "-c", book, *build], check=True)
     return made
 

@@ -2,18 +2,12 @@
 
     L1(U) = sum_i log P(u_i | u_{i-k}, ..., u_{i-1}; Theta)
 
-The recipe: AdamW with the released code's decay scope and global gradient clip
-(``optim.py``), the learning rate warmed up linearly from 0 to 2.5e-4 over 2,000 updates and
-then annealed to 0 on a cosine, mini-batches of 64 random contiguous sequences of 512 tokens.
-The paper ran 100 epochs over BooksCorpus.
-
-``pretrain`` is one function of a config that returns its history; it runs on a CPU, on one GPU
-(bf16 autocast, or float16 with loss scaling on GPUs without bf16; optional
-``torch.compile``) and on many with PyTorch's DDP under ``torchrun``.
-Checkpoints (``checkpoint.py``) hold everything a run needs to go on exactly where it stopped
-and are checked against the run's config before it resumes; ``Logger`` (``logger.py``) keeps
-its records. ``python -m gpt1lib.harness.pretrain`` is its command line (in the harness, above
-the scales it takes its defaults from).
+AdamW with the released code's decay scope and global gradient clip (``optim``), the rate
+warmed up linearly to its peak and annealed on a cosine, mini-batches of random contiguous
+blocks (``settings.PretrainConfig``). ``pretrain`` runs on a CPU, one GPU (bf16 autocast, or
+float16 with loss scaling; optional ``torch.compile``) or many under ``torchrun`` (DDP); its
+checkpoints (``checkpoint``) let a run go on exactly where it stopped, and ``Logger`` keeps its
+records. ``python -m gpt1lib.harness.pretrain`` is its command line.
 """
 
 from __future__ import annotations
@@ -55,44 +49,8 @@ from ..runtime import (
     pick_precision,
     seed_everything,
 )
+from ..settings import PretrainConfig
 from .logger import Logger
-
-
-@dataclass(frozen=True)
-class PretrainConfig:
-    """The optimisation of §4.1; defaults are the paper's."""
-
-    total_steps: int | None = None  # updates; None: `epochs` over the training blocks
-    epochs: float = 100.0  # the paper: 100 epochs over BooksCorpus
-    batch_size: int = 64  # sequences per update, over all processes
-    micro_batch_size: int | None = None  # sequences per forward pass; accumulate up to batch_size
-    max_lr: float = 2.5e-4
-    warmup_steps: int = 2000  # linear warm-up from 0, then cosine annealing to 0
-    weight_decay: float = 0.01  # decoupled (Loshchilov & Hutter), on weights of rank >= 2
-    grad_clip: float = 1.0  # one global norm (released code; the paper does not say)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    seed: int = 0
-    log_interval: int = 10  # updates between training-loss records
-    eval_interval: int = 500  # updates between validation losses
-    eval_batches: int = 20  # validation batches of batch_size sequences
-    ckpt_interval: int = 1000  # updates between resumable checkpoints
-    n_log_checkpoints: int = 10  # log-spaced model checkpoints kept for the zero-shot chapter
-    log_from: int = 1  # the update of the first of them
-    bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
-    compile: bool = False  # torch.compile the model
-    # how L1 is computed (``loss_path``): "fused" (chunked, never the full logits: the least
-    # memory), "logits" (full logits, then cross-entropy), or "auto": "logits" where the model
-    # is compiled on CUDA (an H100, 2026-11-24: 481k tokens/s against the fused loss's 343k at
-    # the paper's preset), "fused" elsewhere
-    loss: str = "auto"
-    experiment: str = "pretrain"
-
-    def steps_for(self, n_blocks: int) -> int:
-        """Total updates for a corpus of ``n_blocks`` training blocks."""
-        if self.total_steps is not None:
-            return self.total_steps
-        return max(1, int(self.epochs * n_blocks) // self.batch_size)
 
 
 def loss_path(cfg: PretrainConfig, device: torch.device) -> str:
@@ -105,14 +63,6 @@ def loss_path(cfg: PretrainConfig, device: torch.device) -> str:
 def learning_rate(step: int, cfg: PretrainConfig, total_steps: int) -> float:
     """The learning rate of update ``step + 1`` (``optim.cosine_lr`` with ``cfg``'s peak)."""
     return cosine_lr(step, cfg.max_lr, cfg.warmup_steps, total_steps)
-
-
-def log_spaced_steps(total_steps: int, n: int, first: int = 1) -> list[int]:
-    """About ``n`` update counts spread evenly on a log scale from ``first`` (at most
-    ``total_steps``) to ``total_steps``."""
-    if n <= 0:
-        return []
-    return sorted({int(round(s)) for s in np.geomspace(min(first, total_steps), total_steps, n)})
 
 
 @dataclass
@@ -222,7 +172,7 @@ def _start(
     state = load_checkpoint(ckpt, model, opt, device)
     if scaler is not None and "grad_scaler" in state:  # else a run begun in bf16 or float32
         scaler.load_state_dict(state["grad_scaler"])
-    since = state.get("loss_since_log")  # None in a checkpoint from before it was kept
+    since = state.get("loss_since_log")  # None where the checkpoint lacks it
     return state["step"], state["epoch"], state["next_batch"], since
 
 
@@ -242,16 +192,6 @@ def _micro_losses(net, batch: torch.Tensor, micro: int, proc: Dist, device, prec
             yield loss
 
 
-def _place(device: str | torch.device | None) -> tuple[torch.device, Dist]:
-    """The device this process trains on (its own GPU under torchrun) and its place among the
-    processes."""
-    device = pick_device(str(device) if device else None)
-    proc = init_distributed(device)
-    if proc.world > 1 and device.type == "cuda":
-        device = torch.device("cuda", proc.local_rank)
-    return device, proc
-
-
 def _prepare(model, cfg: PretrainConfig, device, precision: Precision):
     """``model`` seeded, on ``device`` and in training mode with the device's L1 path; returns
     its optimiser and (float16) loss scaler."""
@@ -264,8 +204,9 @@ def _prepare(model, cfg: PretrainConfig, device, precision: Precision):
 
 
 def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
-    """What the loop calls ``model`` through: DDP over the processes, compiled if asked (whole,
-    where the model is not compiled region by region: ``_compiling``)."""
+    """What the loop calls ``model`` through: DDP over the processes, compiled whole where
+    ``cfg.compile`` and the model is not compiled block by block (``FastGPT.compiled_regions``;
+    the LSTM, one layer, is compiled whole)."""
     net = model
     if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
@@ -273,38 +214,17 @@ def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
     return torch.compile(net) if cfg.compile and not hasattr(model, "compiled_regions") else net
 
 
-def _compiling(model, cfg: PretrainConfig):
-    """Where ``cfg.compile``, the transformer compiled block by block for the loop
-    (``FastGPT.compiled_regions``); the LSTM, one layer, is compiled whole (``_parallel``)."""
-    on = cfg.compile and hasattr(model, "compiled_regions")
-    return model.compiled_regions() if on else contextlib.nullcontext()
-
-
 def _save(out_dir: Path, model, opt, tokenizer, scaler, log: Logger, where: dict, run_cfg) -> None:
     """A resumable checkpoint at ``where`` (the update, and where the batches stand), written by
     the main process while every process waits; it holds the loss summed since the last record,
     which the next record goes on from, float16's loss scale and the run's ``run_cfg``."""
     state = where | {"loss_since_log": log.since_log()}  # every process sums it, under DDP
-    if scaler is not None:  # float16's loss scale, which a resumed run goes on from
+    if scaler is not None:
         state["grad_scaler"] = scaler.state_dict()
     if log.proc.main:
         save_and_prune(out_dir, model, opt, tokenizer, state | {"run_config": run_cfg})
     if log.proc.world > 1:
         dist.barrier()
-
-
-def _keep_model(folder: Path, model, tokenizer, step: int, log: Logger) -> None:
-    """One of the log-spaced model checkpoints the zero-shot curves read, in ``folder``."""
-    with log.saving():
-        tokenizer.save(save_model(model, folder / f"step_{step:08d}"))
-
-
-def _result(out_dir: Path, step: int, total_steps: int, log: Logger) -> PretrainResult:
-    """What a run returns, once its progress bar is closed."""
-    log.bar.close()
-    logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
-    history, wall = read_records(log.path), time.perf_counter() - log.t0
-    return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)
 
 
 def pretrain(
@@ -320,17 +240,15 @@ def pretrain(
     progress: bool = True,
     stop_after: int | None = None,
 ) -> PretrainResult:
-    """Pre-train ``model`` on ``corpus`` (L1) into ``out_dir``; returns the run's history.
-
-    ``resume=True`` continues the newest checkpoint in ``out_dir`` (and starts afresh, with a
-    warning, if there is none); without it, an ``out_dir`` that already holds a run is an
-    error, so nothing is overwritten. ``stop_after`` ends this call after that many updates
-    (the schedule still runs to ``total_steps``), for a run done in parts. A run that starts
-    or resumes removes what a crash left half-written in ``out_dir`` and the records logged
-    after its checkpoint, so that ``records.jsonl`` holds each step once. It holds ``out_dir``
-    while it runs (``records.run_lock``), and stops at a loss that is not finite (``Logger``).
-    """
-    t_enter, (device, proc) = time.perf_counter(), _place(device)
+    """Pre-train ``model`` on ``corpus`` (L1) into ``out_dir``, holding it (``run_lock``) and
+    first removing what a crash left half-written; returns the run's history. ``resume=True``
+    goes on from the newest checkpoint there (``_start``); without it, a run there is an error.
+    ``stop_after`` ends this call after that many updates (the schedule still runs to
+    ``total_steps``), for a run done in parts."""
+    t_enter, device = time.perf_counter(), pick_device(str(device) if device else None)
+    proc = init_distributed(device)
+    if proc.world > 1 and device.type == "cuda":
+        device = torch.device("cuda", proc.local_rank)  # this process's own GPU
     out_dir = Path(out_dir)
     micro = check_pretrain(model, tokenizer, corpus, cfg, proc.world, out_dir, stop_after)
     total_steps = cfg.steps_for(len(corpus.train))
@@ -338,7 +256,8 @@ def pretrain(
     precision = pick_precision(device, cfg.bf16)
     validate = partial(evaluate, model, corpus, cfg.batch_size, cfg.eval_batches, device, precision)
     lock = run_lock(out_dir) if proc.main else contextlib.nullcontext()  # one run a folder
-    with lock, _compiling(model, cfg):
+    regions = cfg.compile and hasattr(model, "compiled_regions")
+    with lock, model.compiled_regions() if regions else contextlib.nullcontext():
         if proc.main:  # what a crash mid-write left
             clean_run(out_dir)
         opt, scaler = _prepare(model, cfg, device, precision)
@@ -348,20 +267,20 @@ def pretrain(
         log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say
         data = corpus.train.batches(cfg.batch_size, cfg.seed, epoch, index)
         end = total_steps if stop_after is None else min(total_steps, step + stop_after)
-        log_steps = set(log_spaced_steps(total_steps, cfg.n_log_checkpoints, cfg.log_from))
         while step < end:
             epoch, index, x = next(data)
             lr = learning_rate(step, cfg, total_steps)
             losses = _micro_losses(net, x, micro, proc, device, precision)
-            first = step == log.first_step
-            loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=first)
+            check = step == log.first_step  # the first update checks its loss
+            loss = train_step(model, opt, lr, losses, cfg.grad_clip, scaler, check=check)
             step += 1
             log.after_step(step, end, loss, lr, validate)
-            if proc.main and step in log_steps:
-                _keep_model(out_dir / "log_checkpoints", model, tokenizer, step, log)
+            log.keep_model(step, model, tokenizer)
             if step % cfg.ckpt_interval == 0 or step == end:
                 where = {"step": step, "epoch": epoch, "next_batch": index + 1}
                 with log.saving():
                     _save(out_dir, model, opt, tokenizer, scaler, log, where, run_cfg)
         log.finish(step, setup=log.t0 - t_enter)
-        return _result(out_dir, step, total_steps, log)
+    logs = sorted((out_dir / "log_checkpoints").glob("step_*"))
+    history, wall = read_records(log.path), time.perf_counter() - log.t0
+    return PretrainResult(out_dir, step, total_steps, log.val_loss, wall, history, logs)

@@ -7,12 +7,21 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import latest_checkpoint
+from ..checkpoint import latest_checkpoint, save_model
 from ..records import append_records, keep_records, make_record, provenance
 from ..runtime import Dist, progress_bar
+
+
+def log_spaced_steps(total_steps: int, n: int, first: int = 1) -> list[int]:
+    """About ``n`` update counts spread evenly on a log scale from ``first`` (at most
+    ``total_steps``) to ``total_steps``."""
+    if n <= 0:
+        return []
+    return sorted({int(round(s)) for s in np.geomspace(min(first, total_steps), total_steps, n)})
 
 
 class Logger:
@@ -20,18 +29,14 @@ class Logger:
     throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``.
 
     A training-loss record averages the updates since the one before, which may straddle a
-    resume (a checkpoint every 12 updates, a record every 5): ``since`` is the checkpoint's
-    sum of the losses before it and the update the sum started after (``since_log``), so
-    that the record after a resume averages the same updates as an uninterrupted run's (it
-    averaged only those after the resume). Without it (a new run, or a checkpoint from
-    before it was kept) the sum starts at the resume, as it used to.
+    resume: ``since`` is the checkpoint's loss sum and the update it started after
+    (``since_log``), so that the record averages the same updates as an uninterrupted run's.
 
     A training loss that is not finite stops the run (a ``FloatingPointError`` naming that
-    update and the last good checkpoint) at the next record or checkpoint, before a
-    checkpoint keeps it: each update notes it on the device (``check``), never waiting for
-    the GPU. After the warm-up, a validation loss at or above the entropy of the training
-    tokens' unigram distribution (a collapse) is recorded (metric "collapse", the entropy in
-    its config) and said; the run goes on. At the end, where the time went (``finish``)."""
+    update and the last good checkpoint) at the next record or checkpoint, before a checkpoint
+    keeps it; each update notes it on the device (``check``), never waiting for the GPU. After
+    the warm-up, a validation loss at or above the training tokens' unigram entropy (a
+    collapse) is recorded (metric "collapse") and said; the run goes on."""
 
     def __init__(
         self, out_dir: Path, cfg, run_cfg, step, proc: Dist, device, scale, progress, corpus, since
@@ -40,6 +45,7 @@ class Logger:
         if proc.main:  # what was logged after the checkpoint is logged again from it
             keep_records(self.path, lambda r: r.get("step") is not None and r["step"] <= step)
         self.total_steps = run_cfg["pretrain"]["total_steps"]
+        self.keep_at = set(log_spaced_steps(self.total_steps, cfg.n_log_checkpoints, cfg.log_from))
         self.tokens_per_step = cfg.batch_size * run_cfg["model"]["config"]["n_ctx"]
         self.base = {
             "experiment": cfg.experiment,
@@ -92,13 +98,21 @@ class Logger:
     def finish(self, step: int, setup: float) -> None:
         """Records (split "time") of this call's seconds before its first update (``setup``),
         in its updates (``update``; the first, which compiles, also alone), validations
-        (``eval``) and checkpoints (``save``)."""
+        (``eval``) and checkpoints (``save``); the progress bar closed."""
+        self.bar.close()
         loop = time.perf_counter() - self.t0
         updates = loop - self.seconds["eval"] - self.seconds["save"]
         seconds = {"setup": setup, "update": updates, **self.seconds}
         recs = [self.record(f"{k}_seconds", v, step, split="time") for k, v in seconds.items()]
         if self.proc.main and step > self.first_step:  # else this call made no update
             append_records(self.path, recs)
+
+    def keep_model(self, step: int, model, tokenizer) -> None:
+        """At a log-spaced ``step``, the model (and tokenizer) the zero-shot curves read."""
+        if self.proc.main and step in self.keep_at:
+            with self.saving():
+                folder = self.path.parent / "log_checkpoints" / f"step_{step:08d}"
+                tokenizer.save(save_model(model, folder))
 
     def record(self, metric: str, value: float, step: int, **fields) -> dict:
         wall = time.perf_counter() - self.t0

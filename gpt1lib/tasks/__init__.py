@@ -1,20 +1,10 @@
 """The twelve data sets of Table 1 (§4.2) and DPRD (§5): one registry, their readers, metrics.
 
-Every task is a ``TaskSpec`` (``registry.py``): its §3.3 family, labels, metrics, the split the
-paper reports and the split compared on here (GLUE test labels are not public, so GLUE tasks compare
-on dev and say so), its hub copy and its official file layout. ``load_examples`` (``readers.py``)
-reads a split from ``"fixture"`` (small files written for this project in each data set's official
-layout under ``gpt1lib/fixtures/tasks``: offline, for smoke runs and tests), ``"hub"``
-(``datasets.load_dataset`` on the hub id: parquet, no loading script), or a folder (or one file) in
-the official layout: the GLUE TSV folders, the MultiNLI and SNLI jsonl releases, SciTail's
-``tsv_format`` or the CSV copy in shared/data, RACE as ``{train,dev,test}/{middle,high}/*.txt`` or
-one passage per line in ``{split}.jsonl(.gz)``, the Story Cloze 2016 CSV files, DPRD's original
-``train.c.txt`` / ``test.c.txt``.
-
-Splits are always ``train``, ``dev`` and ``test`` (``describe_source`` names the file one is read
-from). Bad data raises an error that names the file, the row and the fix; nothing is skipped
-silently except what the data sets' own conventions drop (MultiNLI/SNLI pairs without a gold label,
-gold_label ``-``, as GLUE does). ``compute_metrics`` scores predictions with a task's metrics.
+Every task is a ``TaskSpec`` (``registry``). ``load_examples`` reads a split (``train``, ``dev``,
+``test``) from ``"fixture"`` (small files in each data set's official layout), ``"hub"``
+(``datasets``), a folder (or one file) in the official layout, or a bundle. Bad data raises an
+error naming the file, the row and the fix; nothing is skipped silently except what the data
+sets' own conventions drop (pairs without a gold label).
 """
 
 from __future__ import annotations
@@ -58,10 +48,8 @@ def task_names(tasks: str | list[str] | tuple[str, ...]) -> list[str]:
 def unavailable(
     task: str | TaskSpec, source: str | Path = "fixture", train: bool = True
 ) -> str | None:
-    """Why ``task`` cannot be fine-tuned and scored from ``source`` (its train or its
-    evaluation split is missing or empty there, e.g. Story Cloze without its files, or SciTail
-    without a train file; or ``source`` is one file), or None when both load. Without
-    ``train``: why it cannot be scored (MNLI-mm, scored beside MNLI-m, has no train split)."""
+    """Why ``task`` cannot be fine-tuned (or without ``train``, scored) from ``source`` (a
+    split missing or empty there, or ``source`` one file), or None when the splits load."""
     spec = _spec(task)
     if source not in ("fixture", "hub") and Path(source).is_file():
         return (
@@ -83,9 +71,7 @@ def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixt
 
 def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
     """Where ``split`` of ``task`` is read from, as records keep it: relative to ``source``
-    (``glue/MRPC/train.tsv``), ``fixture:`` and the path under the fixtures, the file and its
-    folder's name where ``source`` is that file, or the hub data set; never this machine's
-    absolute path."""
+    (``glue/MRPC/train.tsv``, ``fixture:...``), or the hub data set; never an absolute path."""
     return open_source(source).location(_spec(task, split), split)
 
 
@@ -96,15 +82,7 @@ def load_examples(
     limit: int | None = None,
     seed: int = 0,
 ) -> list[Example]:
-    """The examples of ``split`` ("train", "dev", "test") of ``task`` from ``source``.
-
-    ``source``: ``"fixture"`` (the small files shipped with gpt1lib), ``"hub"`` (the registry's
-    hub id through ``datasets``), a folder in the data set's official layout (or the one file
-    to read), or a bundle: any that ``sources.open_source`` opens. ``limit`` keeps that many
-    examples, drawn with ``seed``, in file order.
-
-    Story Cloze from a folder that holds only its validation file (the test file is handed out
-    separately): ``train`` is one half of that file and ``test`` the other
-    (``sources.Files.val_halves``).
-    """
+    """The examples of ``split`` of ``task`` from ``source`` (what ``open_source`` opens);
+    ``limit`` keeps that many, drawn with ``seed``, in file order. Story Cloze from a folder
+    with only its validation file: ``train`` and ``test`` are its two halves."""
     return open_source(source).examples(_spec(task, split), split, limit, seed)

@@ -1,6 +1,5 @@
-"""Where a task's split lives: its file (or RACE split folder) in a folder in the data set's
-official layout (``TaskSpec.files`` and ``folders``), in the fixtures, or the one file given,
-and the split a file is by its name."""
+"""Where a task's split lives in a folder in the official layout (``TaskSpec.files`` and
+``folders``), in the fixtures, or the one file given; and the split a file is by its name."""
 
 from __future__ import annotations
 
@@ -60,9 +59,8 @@ _SPLIT_WORDS = {"train": {"train"}, "dev": {"dev", "val", "valid", "validation"}
 
 
 def file_split(spec: TaskSpec, path: Path) -> str | None:
-    """The split a file (or RACE split folder) is by its name: the one split whose file names
-    in the official layout match it, else the one split word in it; None if it says none (or
-    several)."""
+    """The split a file (or RACE split folder) is by its name, from the layout's file names or
+    a split word; None if it says none or several."""
     name = path.name.lower()
     if spec.reader == "story_cloze":  # the 2016 files: "...val..." (train), "...test..." (test)
         said = {"train"} if "val" in name else {"test"} if "test" in name else set()
@@ -75,9 +73,8 @@ def file_split(spec: TaskSpec, path: Path) -> str | None:
 
 
 def find(spec: TaskSpec, split: str, source: str | Path) -> Path:
-    """The file (or RACE folder) holding ``split`` of ``spec`` in ``source``: ``"fixture"``, a
-    folder in the data set's official layout, or the one file to read, which serves only the
-    split its name says (any split, if its name says none)."""
+    """The file (or RACE folder) holding ``split`` of ``spec`` in ``source``; a file given
+    serves only the split its name says (any, if it says none)."""
     root = FIXTURES if source == "fixture" else Path(source)
     if not root.exists():
         raise FileNotFoundError(f"{root} does not exist. {layout_hint(spec, split)}")

@@ -1,5 +1,4 @@
-"""Reading a task's data: the file readers (TSV, CSV, JSON/JSONL(.gz), RACE, Story Cloze, DPRD)
-of the file ``layout.find`` finds, and the hub reader."""
+"""Reading a task's data: the file readers of what ``layout.find`` finds, and the hub reader."""
 
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ from typing import Literal
 
 import numpy as np
 
+from ..facts import PAPER_TABLES
+from ..stats import METRICS
+
 Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
 SPLITS = ("train", "dev", "test")
 #: The fixture source: one folder per data set, each in its official layout (see README.md there).
@@ -28,14 +31,9 @@ class DataWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Example:
-    """One item of a task, already split into the parts the §3.3 transformations join.
-
-    ``texts``: classification ``(text,)``; entailment ``(premise, hypothesis)``; similarity
-    ``(a, b)``; multiple choice ``(context, question)``, the question possibly ``""`` (Story
-    Cloze) and, for DPRD, ``(sentence, pronoun)``. ``answers``: the candidates of a multiple
-    choice item. ``label``: index into ``TaskSpec.labels``, a float score (STS-B), the index of
-    the right answer (multiple choice), or None where the split has no labels (GLUE test).
-    """
+    """One item of a task, in the parts §3.3 joins: ``texts`` (text,), (premise, hypothesis),
+    (a, b) or (context, question); ``answers`` of multiple choice; ``label`` a class index, a
+    score (STS-B), the right answer's index, or None (GLUE test)."""
 
     texts: tuple[str, ...]
     answers: tuple[str, ...] = ()
@@ -92,9 +90,7 @@ class TaskSpec:
     digit_labels: bool = False  # files may give the class index as a digit ("0" / "1")
     no_gold: bool = False  # drop pairs without a gold label (gold_label "-"), as GLUE does
     race_levels: tuple[str, ...] = ()  # RACE: the school levels kept
-    # how inputs are cut to fit n_ctx (transforms.py): the family's rule, or "halves" (Story
-    # Cloze: each part n_ctx // 2 - 2 tokens at most, the released code's rule)
-    truncation: str = "family"
+    truncation: str = "family"  # how inputs are cut to fit n_ctx (transforms.TRUNCATIONS)
 
 
 _GLUE_NOTE = (
@@ -135,7 +131,6 @@ def _glue(
     texts,
     columns,
     note,
-    table="4",
     train=(),
     dev=(),
     test=(),
@@ -144,6 +139,7 @@ def _glue(
     """A GLUE task, compared on dev: the hub's ``texts`` columns, the TSV ``columns`` of
     ``folder`` (``train`` / ``dev`` / ``test``: file names tried after train.tsv / after
     dev.tsv / before test.tsv)."""
+    table = next(k for k, tasks in PAPER_TABLES.items() if name in tasks)
     return TaskSpec(
         name,
         title,
@@ -199,11 +195,8 @@ def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str
     )
 
 
-# Hub ids and columns as the dataset cards give them (checked on the cards; the hub could not be
-# reached to load them). All are parquet. nyu-mll/glue: columns and label names seen for cola,
-# qqp and mnli, the others are the card's well-known columns; test labels are -1. ehovy/race:
-# configs and splits seen, columns only on an older card. LSDSem/story_cloze is a loading script
-# over manually downloaded files (datasets >= 4 runs no scripts), hence hub=None.
+# Hub ids and columns as the dataset cards give them (parquet). LSDSem/story_cloze is a loading
+# script over manually downloaded files (datasets >= 4 runs no scripts), hence hub=None.
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in (
@@ -233,12 +226,12 @@ TASKS: dict[str, TaskSpec] = {
             columns=_NLI_COLUMNS, no_gold=True,
         ),
         _glue("qnli", "QNLI", "entailment", ("entailment", "not_entailment"), folder="QNLI",
-              texts=("question", "sentence"), train=_SUBSETS, table="2",
+              texts=("question", "sentence"), train=_SUBSETS,
               columns=(("question", "text_a"), ("sentence", "text_b"), ("label",)),
               note="Dev: 5,463 pairs (QNLI v2). Texts are (question, sentence), GLUE's order. "
               "The shared data has only 8,999 of the 104,743 train pairs."),
         _glue("rte", "RTE", "entailment", ("entailment", "not_entailment"), folder="RTE",
-              texts=("sentence1", "sentence2"), table="2",
+              texts=("sentence1", "sentence2"),
               columns=(("sentence1",), ("sentence2",), ("label",)), note="Dev: 277 pairs."),
         TaskSpec(
             "scitail", "SciTail", "entailment", ("entailment", "neutral"), eval_split="test",
@@ -339,18 +332,19 @@ def get_task(name: str) -> TaskSpec:
 def compute_metrics(
     task: TaskSpec, predictions: np.ndarray, labels: np.ndarray
 ) -> dict[str, float]:
-    """The task's metrics (scikit-learn and scipy), as percentages like the paper's."""
+    """The task's metrics as percentages like the paper's: accuracy, F1 and Matthews
+    correlation as the bootstrap scores them (``stats.METRICS``), the correlations by scipy."""
     from scipy.stats import pearsonr, spearmanr
-    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-    fns = {
-        "accuracy": lambda: accuracy_score(labels, predictions),
-        "matthews": lambda: matthews_corrcoef(labels, predictions),
-        "f1": lambda: f1_score(labels, predictions),
-        "pearson": lambda: _correlation(pearsonr, "Pearson", predictions, labels),
-        "spearman": lambda: _correlation(spearmanr, "Spearman", predictions, labels),
-    }
-    return {m: 100.0 * float(fns[m]()) for m in task.metrics}
+    correlations = {"pearson": (pearsonr, "Pearson"), "spearman": (spearmanr, "Spearman")}
+    out = {}
+    for m in task.metrics:
+        if m in correlations:
+            out[m] = 100.0 * float(_correlation(*correlations[m], predictions, labels))
+        else:
+            p, y = np.asarray(predictions)[None], np.asarray(labels)[None]
+            out[m] = float(METRICS[m](p, y)[0])
+    return out
 
 
 def _correlation(fn, name: str, predictions: np.ndarray, labels: np.ndarray) -> float:

@@ -1,19 +1,10 @@
 """Where a run's data comes from, behind one interface: ``open_source(value)``.
 
-Every source answers the same questions: a task's ``examples`` of a split (``limit`` of them,
-drawn with ``seed``), where they come from (``describe``, and ``location``: relative to the
-source, as records keep it, never a machine's path) and how many a split holds (``count``);
-and for a corpus,
-the ``token_ids`` it stores and the ``tokenizer_folder`` they were made with, where it has
-them (None: it holds text, which the run tokenises). Two kinds:
-
-* ``Files``: "fixture" (the small files written for this project, under the package),
-  "hub" (each task's hub copy, through ``datasets``), or a folder (or one file) in the data
-  sets' official layouts (``layout`` finds a split's file, ``readers`` reads it);
-* ``Bundle`` (``bundle``): a folder with a ``manifest.json``, which ``python -m
-  gpt1lib.harness.bundle`` builds for a machine without a network: the examples of the draws
-  it holds, exactly those a ``Files`` source gives for them; the corpus as token ids, and the
-  tokenizer that made them.
+Every source gives a task's ``examples`` of a split, where they come from (``describe``;
+``location``, relative to the source), how many a split holds (``count``), and for a corpus the
+``token_ids`` it stores and the ``tokenizer_folder`` that made them (None: it holds text).
+``Files``: "fixture", "hub" or a folder (or file) in the official layouts; ``Bundle``: a folder
+with a ``manifest.json`` (``python -m gpt1lib.harness.bundle``) for a machine without a network.
 """
 
 from __future__ import annotations
@@ -98,9 +89,8 @@ class Files:
         return False
 
     def val_halves(self, spec: TaskSpec) -> dict[str, list[Example]]:
-        """The Story Cloze validation file cut in two, the same way for every run (seed 0, not
-        the run's): ``train`` (936 of the 1,871 stories) to fine-tune on, ``test`` (935) to
-        score."""
+        """The Story Cloze validation file cut in two the same way for every run (seed 0):
+        ``train`` (936 of 1,871 stories) and ``test`` (935)."""
         stories = read(spec, "train", self.value)
         order = list(range(len(stories)))
         random.Random(0).shuffle(order)
