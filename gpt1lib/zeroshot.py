@@ -18,7 +18,8 @@ The paper's four heuristics, as it states them:
   substituted sentence.
 
 The first token of a text has no context and is never scored. Each score is normalised between
-a random-guess baseline (0) and the state of the art (1), as Figure 2 does (``BASELINES``).
+a random-guess baseline (0) and the state of the art (1), as Figure 2 does
+(``facts.ZERO_SHOT_BASELINES``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from torch.nn.utils.rnn import pad_sequence
 from .checkpoint import load_run
 from .checks import check_labelled, check_tokenizer
 from .facts import HEURISTICS, ZERO_SHOT_TASKS, normalise
-from .facts import ZERO_SHOT_BASELINES as BASELINES  # noqa: F401 (the chapter reads it here)
 from .model import check_ids
 from .records import make_record, per_example_record, provenance
 from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from gpt1lib import labels
+from gpt1lib.facts import ZERO_SHOT_BASELINES as BASELINES
 from gpt1lib.findings import findings
 from gpt1lib.harness.reproduce import ROOT
 from gpt1lib.records import read_records
 from gpt1lib.scales import SCALES
-from gpt1lib.zeroshot import BASELINES
 
 sys.path.insert(0, str(ROOT / "tools"))
 from migrate_records import migrate_folder  # noqa: E402

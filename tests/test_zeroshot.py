@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from gpt1lib import GPT, preset
+from gpt1lib.facts import ZERO_SHOT_BASELINES as BASELINES
 from gpt1lib.tasks import Example
 from gpt1lib.zeroshot import (
-    BASELINES,
     best_threshold,
     cola_scores,
     continuation_logprobs,
