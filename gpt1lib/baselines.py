@@ -1,9 +1,5 @@
-"""What a score is read against: the scores of a model that learned nothing.
-
-Each final evaluation is read against its task's chance and the best score of ONE answer given
-to every example, both on the evaluation's own labels (MRPC's F1, for one, is 81.2 for answering
-"paraphrase" to every pair), and is marked where it shows nothing learned (``shows_nothing``).
-"""
+"""What a score is read against: chance, and the best score of one answer given to every
+example, both on the evaluation's own labels (MRPC's F1 is 81.2 for answering "paraphrase")."""
 
 from __future__ import annotations
 
@@ -25,21 +21,14 @@ from .loss import prior_loss
 from .tasks import TASKS
 
 
-def marked(task: str, row: dict) -> str:
-    """``format_value`` of a final evaluation, marked "≤ one answer" where it
-    ``shows_nothing`` (``MARK``)."""
-    said = format_value(row["value"], row["lo"], row["hi"])
-    return said + " ≤ one answer" * shows_nothing(task, row)
-
-
 def marked_cell(row: dict) -> str:
-    """``marked`` of a ``with_baselines`` row."""
-    return marked(row["task"], row)
+    """``format_value`` of a final evaluation, marked "≤ one answer" where it ``shows_nothing``."""
+    said = format_value(row["value"], row["lo"], row["hi"])
+    return said + " ≤ one answer" * shows_nothing(row["task"], row)
 
 
 def baseline_cell(row: dict) -> str:
-    """A ``with_baselines`` row's chance and one answer's score, "57.8 / 81.2" ("?" without
-    labels)."""
+    """A ``with_baselines`` row's chance and one answer's score, "57.8 / 81.2"."""
     c, one = row["chance"], row["one answer"]
     return "?" if one != one else f"{c:.1f} / {one:.1f}"
 
@@ -58,9 +47,8 @@ ROWS = {"finetune": "fine-tuning (chapters 05-08)", **{v: k for k, v in ABLATION
 
 
 def constant_answers(records) -> pd.DataFrame:
-    """Every final fine-tuning evaluation (chapters 05-08, Table 5's rows) whose model gave
-    one answer to ``NEARLY_ONE`` of the examples or more: its run, row, task, that answer and
-    to how many."""
+    """Every final fine-tuning evaluation (chapters 05-08, Table 5) whose model gave one answer
+    to ``NEARLY_ONE`` of the examples or more, and to how many."""
     got = final_metrics(records, tuple(ROWS))
     rows = []
     for r in got.to_dict("records"):
@@ -71,8 +59,7 @@ def constant_answers(records) -> pd.DataFrame:
 
 
 def floors(task: str, outcome) -> tuple[float, float]:
-    """(chance, the one answer's score) of a task on an evaluation's labels (``outcome``); NaN
-    where they cannot be known without the labels (any one answer, F1's chance)."""
+    """(chance, the one answer's score) of a task on an evaluation's labels; NaN where unknown."""
     y = outcome["labels"] if isinstance(outcome, dict) else None
     floor = chance(task, y)
     one = one_answer_score(task, y) if y is not None else np.nan
@@ -80,9 +67,8 @@ def floors(task: str, outcome) -> tuple[float, float]:
 
 
 def shows_nothing(task: str, row: dict) -> bool:
-    """Whether a final evaluation shows nothing learned: its score's 95% interval (its value,
-    where it has none) reaches the best one answer's score on its labels, or it gave one answer
-    to ``NEARLY_ONE`` of the examples or more. False where it kept no outcomes."""
+    """Whether a final evaluation shows nothing learned: its interval (or value) reaches the
+    one answer's score, or it gave one answer to ``NEARLY_ONE`` of the examples or more."""
     if not isinstance(outcome := row.get("outcome"), dict):
         return False
     low = row["value"] if row["lo"] != row["lo"] else row["lo"]
@@ -90,8 +76,7 @@ def shows_nothing(task: str, row: dict) -> bool:
 
 
 def with_baselines(records, experiments=tuple(ROWS)) -> pd.DataFrame:
-    """``final_metrics``' rows with the task's ``floors`` (``chance``, ``one answer``) and
-    ``nothing``, whether it ``shows_nothing``."""
+    """``final_metrics``' rows with their ``floors`` and whether they ``shows_nothing``."""
     df = final_metrics(records, experiments)
     rows = df.to_dict("records")
     got = [floors(r["task"], r["outcome"]) for r in rows]
@@ -101,8 +86,7 @@ def with_baselines(records, experiments=tuple(ROWS)) -> pd.DataFrame:
 
 
 def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
-    """The fine-tuning losses of ``df`` (records) after each run's last epoch: L2 where it is
-    known (recorded as ``task_loss``; or the loss of a run with λ = 0, which is L2 alone)."""
+    """Each fine-tuning's L2 after its last epoch, where known (``task_loss``, or λ = 0's loss)."""
     df = df[(df.split == "train_loss") & df.experiment.isin(list(ROWS))].copy()
     if df.empty:
         return df
@@ -114,9 +98,8 @@ def _last_epoch_losses(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def underfitting(records) -> pd.DataFrame:
-    """For each fine-tuning run whose L2 is known: L2 after the last epoch against the loss of
-    predicting the label prior (``loss.prior_loss``), a run no lower having learned the prior
-    and nothing more. The prior is the training labels' where recorded, else the evaluation's."""
+    """Each fine-tuning's L2 after the last epoch against the loss of predicting the label prior
+    (the training labels' where recorded, else the evaluation's): no lower, it learned no more."""
     df = frame(records)
     cols = ["run", "row", "task", "examples", "updates", "L2, last epoch", "prior's loss"]
     cols += ["L2 minus prior", "prior from"]

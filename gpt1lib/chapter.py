@@ -1,11 +1,9 @@
 """A chapter's set-up in one call: its parameters checked, its scale and paths resolved.
 
-Each chapter opens with a cell tagged ``parameters`` (plain assignments, which papermill
-overrides) and, right after it, ``ch = setup("05_classification", globals())``. ``setup``
-refuses a name papermill was given that the chapter does not have (papermill only warns, and a
-misspelt ``-p scal smoke`` would run the default scale), checks every value before anything is
-loaded, resolves the scale, paths and the tasks its source holds, says what the chapter will do
-in one line, and returns a ``Chapter``.
+Each chapter opens with a cell tagged ``parameters`` (which papermill overrides) and, right
+after it, ``ch = setup("05_classification", globals())``: it refuses a name papermill was given
+that the chapter does not have (papermill only warns), checks every value before anything is
+loaded, resolves the scale, paths and tasks, and says what the chapter will do in one line.
 """
 
 from __future__ import annotations
@@ -18,35 +16,28 @@ from types import SimpleNamespace
 
 from . import experiments, paths
 from .checkpoint import check_model_folder
-from .checks import check_setting, check_source, count, number
+from .checks import check_source
 from .finetune import FinetuneRun
 from .records import read_records
 from .runs import pretrained_model, start_message
 from .runtime import pick_device, say
 from .scales import SCALES, Scale, resolve_scale
-from .settings import PARAMETERS, FinetuneConfig
+from .settings import BOOLEAN, PARAMETERS, FinetuneConfig, whole
 from .tasks import SCORED_BESIDE, get_task, task_names, unavailable
-
-#: The tasks a chapter runs where its ``tasks`` parameter is None: the scale's, by experiment.
-DEFAULT_TASKS: dict[str, Callable[[Scale], tuple[str, ...]]] = {
-    "05_classification": lambda S: S.family_tasks["classification"],
-    "06_entailment": lambda S: S.family_tasks["entailment"],
-    "07_similarity": lambda S: S.family_tasks["similarity"],
-    "08_multiple_choice": lambda S: S.family_tasks["multiple_choice"],
-    "10_layer_transfer": lambda S: S.transfer_tasks,
-    "12_ablations": lambda S: S.ablation_tasks,
-}
-
 
 # ---------------------------------------------------------------- each parameter's check
 
 
-def _path(name: str, value, must_exist: bool = True) -> None:
+def _path(name: str, value, folder: Callable | None = None) -> None:
+    """None, or a path that exists; with ``folder``, a folder path as ``folder`` resolves it
+    (the chapter makes it where missing)."""
+    if value is None:
+        return
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"{name}={value!r}: give a path")
-    if must_exist and not Path(value).exists():
+    if folder is None and not Path(value).exists():
         raise ValueError(f"{name}={str(value)!r}: no such file or folder")
-    if not must_exist and Path(value).is_file():
+    if folder is not None and Path(value := folder(value)).is_file():
         raise ValueError(f"{name}={str(value)!r} is a file: give a folder (it is made if missing)")
 
 
@@ -89,63 +80,43 @@ def _init(value, S: Scale | None) -> int | None:
     return None
 
 
-def _folder(name: str, value, resolve: Callable) -> None:
-    """None (the repository's folder), or a folder path, resolved as the chapter will."""
-    if value is not None:
-        _path(name, resolve(value) if isinstance(value, (str, os.PathLike)) else value, False)
-
-
-def _boolean(name: str, value) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name}={value!r}: use True or False")
-
-
-def _rule(kind: str, *args) -> Callable:
-    fns = {"count": count, "number": number, "path": _path}
-    return lambda name, value: fns[kind](name, value, *args)
-
-
-def _setting(field: str) -> Callable:
-    """The check ``FinetuneConfig`` declares for ``field`` (``settings``)."""
-    return lambda name, value: check_setting(FinetuneConfig, field, value, name)
-
-
-#: Each chapter parameter's check (``init``, ``n_transfer`` and ``scale`` are checked apart).
+#: Each chapter parameter's check (``init``, ``n_transfer`` and ``scale`` are checked apart); a
+#: fine-tuning setting's is the one ``FinetuneConfig`` declares.
 CHECKS: dict[str, Callable] = {
-    "seed": _setting("seed"),
-    "lm_coef": _setting("lm_coef"),
-    "limit": _rule("count", 1, True, "examples; None: the scale's"),
-    "eval_limit": _rule("count", 1, True, "examples; None: the scale's"),
-    "corpus_limit": _rule("count", 1, True, "documents; None: the scale's"),
-    "steps": _rule("count", 1, True, "updates; None: the scale's"),
-    "n_merges": _rule("count", 0, True, "None: the scale's"),
-    "agreement_texts": _rule("count", 0, False, "paragraphs"),
-    "batch": _rule("count", 1, True, "None: the scale's"),
-    "seq": _rule("count", 2, True, "None: the scale's"),
+    **{
+        k: FinetuneConfig.__dataclass_fields__[k].metadata["check"]
+        for k in ("seed", "lm_coef", "regression")
+    },
+    "limit": whole(1, none=True, hint="examples; None: the scale's"),
+    "eval_limit": whole(1, none=True, hint="examples; None: the scale's"),
+    "corpus_limit": whole(1, none=True, hint="documents; None: the scale's"),
+    "steps": whole(1, none=True, hint="updates; None: the scale's"),
+    "n_merges": whole(0, none=True, hint="None: the scale's"),
+    "agreement_texts": whole(0, hint="paragraphs"),
+    "batch": whole(1, none=True, hint="None: the scale's"),
+    "seq": whole(2, none=True, hint="None: the scale's"),
     "task": lambda name, value: value is None or get_task(value),
     "tasks": lambda name, value: value is None or task_names(value),
     "source": lambda name, value: value is None or check_source(paths.local_path(value), name),
     "corpus": lambda name, value: _corpus(name, paths.local_path(value)),
     "tokenizer": lambda name, value: _tokenizer(name, paths.local_path(value)),
-    "out_dir": lambda name, value: _folder(name, value, paths.runs_dir),
-    "results_dir": lambda name, value: _folder(name, value, paths.results_dir),
-    "released_bpe": lambda name, value: value is None or _path(name, paths.local_path(value)),
-    "resume": _boolean,
-    "compile": _boolean,
-    "regression": _setting("regression"),
+    "out_dir": lambda name, value: _path(name, value, paths.runs_dir),
+    "results_dir": lambda name, value: _path(name, value, paths.results_dir),
+    "released_bpe": lambda name, value: _path(name, paths.local_path(value)),
+    "resume": BOOLEAN,
+    "compile": BOOLEAN,
 }
 
 
 def check_parameters(S: Scale | None, **params) -> None:
-    """A chapter's parameters, each checked before anything is loaded or pre-trained (``S``:
-    its resolved ``Scale``, or None for a page without one); an error names the parameter,
-    its value and what it takes."""
+    """A chapter's parameters checked (``S``: its ``Scale``, or None for a page without one);
+    an error names the parameter, its value and what it takes."""
     try:
         n_layer = _init(params.get("init"), S) if "init" in params else None
         for name, value in params.items():
             if name == "n_transfer":
                 high = f" up to {n_layer} (every block)" if n_layer is not None else ""
-                count(name, value, -1, True, f"-1: nothing, 0: the embeddings,{high}")
+                whole(-1, none=True, hint=f"-1: nothing, 0: the embeddings,{high}")(name, value)
                 if None not in (value, n_layer) and value > n_layer:
                     raise ValueError(
                         f"n_transfer={value}: the model has {n_layer} blocks; use -1 (nothing), "
@@ -164,13 +135,12 @@ def check_parameters(S: Scale | None, **params) -> None:
 
 class Chapter(SimpleNamespace):
     """What a chapter needs: ``name``, ``S`` (its ``Scale``), ``device``, and every parameter
-    it declares, resolved (``scale`` a name, ``out_dir`` and ``results_dir`` folders,
-    ``source`` and ``corpus`` what the scale reads where None, ``tasks`` the ones its source
-    holds, ``skipped`` the others with the reason, ``init`` where fine-tuning starts)."""
+    it declares, resolved (``tasks`` the ones its source holds, ``skipped`` the others with the
+    reason)."""
 
     def pretrained(self, arch: str = "gpt", init: str | None = None):
         """``runs.pretrained_model`` from ``init`` (None: the chapter's), saying first what it
-        is about to do and how long that takes."""
+        is about to do."""
         init = init or (getattr(self, "init", None) if arch == "gpt" else None) or "pretrain"
         say(start_message(self.scale, self.out_dir, init, arch))
         return pretrained_model(
@@ -178,15 +148,13 @@ class Chapter(SimpleNamespace):
         )
 
     def finetune_config(self) -> FinetuneConfig:
-        """The scale's fine-tuning settings with this chapter's seed, lambda, blocks transferred
-        and STS-B head where it has them."""
+        """The scale's fine-tuning settings with this chapter's where it has them."""
         names = ("lm_coef", "n_transfer", "regression")
         mine = {k: getattr(self, k) for k in names if hasattr(self, k)}
         return self.S.finetune_for("full", seed=self.seed, **mine)
 
     def runs(self, origin: str, progress: bool = True) -> FinetuneRun:
-        """What this chapter's fine-tuning runs share (``finetune.FinetuneRun``); ``origin``
-        says where the model came from."""
+        """What this chapter's fine-tuning runs share; ``origin``: where the model came from."""
         mine = {k: getattr(self, k, None) for k in ("task", "limit", "eval_limit")}
         where = {"out_dir": self.out_dir, "init": origin, "device": self.device}
         cfg, source = self.finetune_config(), self.source
@@ -195,32 +163,32 @@ class Chapter(SimpleNamespace):
     # Each chapter's experiment (``experiments``) on this chapter's tasks and settings.
 
     def finetune(self, pretrained, tok, origin: str):
-        """Chapters 05-08's, ``experiments.finetune_tasks``."""
+        """Chapters 05-08's."""
         base = self.runs(origin)
         return experiments.finetune_tasks(self.S, pretrained, tok, self.tasks, base)[0]
 
     def objective(self, pretrained, tok, origin: str):
-        """Chapter 04's, ``experiments.objective``: lambda = 0.5 and lambda = 0."""
+        """Chapter 04's: lambda = 0.5 and lambda = 0."""
         return experiments.objective(self.S, pretrained, tok, self.runs(origin))
 
     def layer_transfer(self, pretrained, tok, origin: str):
-        """Chapter 10's, ``experiments.layer_transfer``: every count of blocks transferred."""
+        """Chapter 10's."""
         base = self.runs(origin, progress=False)
         return experiments.layer_transfer(self.S, pretrained, tok, self.tasks, base)
 
     def zero_shot(self):
-        """Chapter 11's, ``experiments.zero_shot_curves``: both models' checkpoints scored."""
+        """Chapter 11's: both models' checkpoints scored."""
         kw = {"eval_limit": self.eval_limit, "seed": self.seed, "device": self.device}
         return experiments.zero_shot_curves(self.S, self.source, self.out_dir, progress=False, **kw)
 
     def ablations(self, models: dict, tok):
-        """Chapter 12's, ``experiments.ablations``: Table 5's rows."""
+        """Chapter 12's: Table 5's rows."""
         base = self.runs("this book's pre-training run", progress=False)
         return experiments.ablations(self.S, models, tok, self.tasks, base)
 
     def recorded(self, tasks: list[str] | None = None):
-        """The records of the recorded runs (the chapter's ``results_dir``, else the book's);
-        with ``tasks``, those of these tasks and those scored beside them (MNLI-mm, RACE-m)."""
+        """The recorded runs' records (the chapter's ``results_dir``, else the book's); with
+        ``tasks``, those of these tasks and those scored beside them (MNLI-mm, RACE-m)."""
         records = read_records(getattr(self, "results_dir", None) or paths.results_dir())
         beside = [t for k in tasks or () for t in SCORED_BESIDE.get(k, ())]
         return records if tasks is None else records[records.task.isin([*tasks, *beside])]
@@ -231,9 +199,8 @@ class Chapter(SimpleNamespace):
 
 
 def _injected(namespace: dict) -> set[str]:
-    """The names papermill set in this kernel: the assignments of the cell it injects after the
-    parameters cell (its source opens with "# Parameters"), read from IPython's input history
-    (``In``). None outside papermill: nothing was injected."""
+    """The names papermill set in this kernel: the assignments of the cell it injects (its
+    source opens with "# Parameters"), read from IPython's input history (``In``)."""
     names: set[str] = set()
     for source in namespace.get("In") or []:
         if isinstance(source, str) and source.lstrip().startswith("# Parameters"):
@@ -245,8 +212,7 @@ def _injected(namespace: dict) -> set[str]:
 
 def _given(name: str, namespace: dict) -> dict:
     """The chapter's parameters from ``namespace``; an error for a value given to the chapter
-    that it does not have (papermill sets any name it is passed, and says only "Passed unknown
-    parameter")."""
+    that it does not have (papermill sets any name it is passed)."""
     declared = PARAMETERS[name]
     unknown = sorted(_injected(namespace) - set(declared))
     if unknown:
@@ -280,8 +246,10 @@ def _resolve(name: str, S: Scale | None, p: dict) -> dict:
         out["corpus_limit"] = p["corpus_limit"] or S.corpus_limit
     if "init" in p:
         out["init"] = paths.local_path(p["init"] if p["init"] is not None else S.init)
-    if "tasks" in p:
-        out["tasks"] = task_names(p["tasks"] or DEFAULT_TASKS[name](S))
+    if "tasks" in p:  # None: the scale's, by experiment (chapters 05-08: by task family)
+        own = {"10_layer_transfer": S.transfer_tasks, "12_ablations": S.ablation_tasks}
+        default = own[name] if name in own else S.family_tasks[name[3:]]
+        out["tasks"] = task_names(p["tasks"] or default)
     if "task" in p:
         out["task"] = get_task(p["task"] or S.objective_task).name
     return out
@@ -289,7 +257,7 @@ def _resolve(name: str, S: Scale | None, p: dict) -> dict:
 
 def _available(ch: dict) -> tuple[list[str], dict[str, str]]:
     """The chapter's tasks its source holds, and the others with the reason; an error where it
-    holds none, before anything is pre-trained."""
+    holds none."""
     wanted = ch.get("tasks") or ([ch["task"]] if "task" in ch else [])
     skipped = {t: why for t in wanted if (why := unavailable(t, ch["source"]))}
     tasks = [t for t in wanted if t not in skipped]
@@ -323,8 +291,7 @@ def setup(name: str, namespace: dict) -> Chapter:
 
 
 def _style() -> None:
-    """The book's plots (seaborn's white grid) and tables: whole cells, every column, never
-    cut with "..." (pandas' defaults for a terminal)."""
+    """The book's plots (seaborn's white grid) and tables (whole cells, every column)."""
     import pandas as pd
     import seaborn as sns
 

@@ -1,10 +1,9 @@
 """Models and resumable checkpoints, written atomically (``files``) and checked when read back.
 
 A model is ``model.safetensors`` plus ``model.json`` (its class and config). A resumable
-checkpoint is a folder, written under a temporary name and renamed into place, with what a
-pre-training run needs to go on exactly where it stopped: the model, AdamW's moments, the RNG
-states, the run's state and config, and the tokenizer. Every file's sha256 is kept
-(``state.json``; ``model.json``) and checked when read back."""
+checkpoint is a folder, written under a temporary name and renamed into place, with the model,
+AdamW's moments, the RNG states, the run's state and config, and the tokenizer; every file's
+sha256 is kept and checked when read back."""
 
 from __future__ import annotations
 
@@ -37,10 +36,7 @@ from .tokenizer import GPT1Tokenizer
 
 MODEL_FILE, MODEL_META = "model.safetensors", "model.json"
 #: The model classes a ``model.json`` may name (a ``fast.FastGPT`` is saved as a GPT).
-ARCHITECTURES: dict[str, tuple[type, type]] = {
-    "GPT": (GPT, GPTConfig),
-    "LSTMLM": (LSTMLM, LSTMConfig),
-}
+ARCHITECTURES = {"GPT": (GPT, GPTConfig), "LSTMLM": (LSTMLM, LSTMConfig)}
 
 
 log = logging.getLogger(__name__)
@@ -167,16 +163,11 @@ def save_checkpoint(folder: Path, model, opt, tokenizer, state: dict) -> Path:
 def read_state(folder: str | os.PathLike) -> dict:
     """The ``state.json`` of a checkpoint folder, or a clear error if it is not one."""
     folder = Path(folder)
-    if not folder.is_dir():
+    if missing := [n for n in CHECKPOINT_FILES if not (folder / n).is_file()]:
+        why = f"lacks {missing}" if folder.is_dir() else "does not exist"
         raise CheckpointError(
-            f"{folder} does not exist: pass a checkpoint folder written by pretrain(), e.g. "
+            f"{folder} {why}: pass a checkpoint folder written by pretrain(), e.g. "
             "<out_dir>/checkpoints/step_*"
-        )
-    missing = [n for n in CHECKPOINT_FILES if not (folder / n).is_file()]
-    if missing:
-        raise CheckpointError(
-            f"{folder} is not a gpt1lib checkpoint (missing {missing}); pass "
-            "a folder written by pretrain(), e.g. <out_dir>/checkpoints/step_*"
         )
     fix = "delete this checkpoint to resume from an earlier one, or start a new run"
     state = read_json(folder / "state.json", fix)

@@ -1,107 +1,36 @@
 """Inputs checked before any expensive work, and warnings about data that is legal but suspect.
 
-Every entry point (``pretrain``, ``finetune`` and its ``FinetuneRun``, ``zero_shot_score``, the
-pretrain command line) checks its arguments here first (a chapter its parameters, in
-``chapter.setup``), so that a bad one fails in a second with an error naming the input, its
-value and the fix, not after pre-training with an unrelated one. ``tests/BAD_INPUTS.md`` lists
-every bad input and what it gets.
-
-The warnings (``DataWarning``) are for what runs but says little: a split that is all one
-class, STS-B scores that are all equal (the correlations are undefined), inputs cut to fit the
-context.
+Every entry point checks its arguments here first, so that a bad one fails in a second with an
+error naming the input, its value and the fix (``tests/BAD_INPUTS.md`` lists them). The warnings
+(``DataWarning``) are for what runs but says little: a split of one class, STS-B scores all
+equal, inputs cut to fit the context.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import fields
-from numbers import Integral, Real
+from operator import attrgetter
 from pathlib import Path
 
+from .settings import whole
 from .tasks import DataWarning, Example, TaskSpec, get_task
-
-__all__ = [
-    "DataWarning",
-    "check_batches",
-    "check_finetune",
-    "check_config",
-    "check_labelled",
-    "check_pretrain",
-    "check_setting",
-    "check_run_task",
-    "check_source",
-    "check_tokenizer",
-    "count",
-    "warn_data",
-    "warn_truncated",
-]
-
-
-def count(name: str, value, minimum: int | None = 1, none: bool = False, hint: str = "") -> None:
-    """``value`` must be a whole number >= ``minimum`` (any, if None; or None where ``none``)."""
-    if value is None and none:
-        return
-    low = -math.inf if minimum is None else minimum
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        allowed = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
-        allowed += " or None" if none else ""
-        raise ValueError(f"{name}={value!r}: use {allowed}{f' ({hint})' if hint else ''}")
-
-
-def number(
-    name: str, value, low: float, high=math.inf, hint="", low_open=False, high_open=False
-) -> None:
-    """``value`` must be a real number in [low, high] (``low_open`` / ``high_open``: excluded)."""
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low)
-    ok = ok and (value < high if high_open else value <= high)
-    if not ok:
-        left = "(" if low_open else "["
-        right = ")" if high_open or high == math.inf else "]"
-        raise ValueError(
-            f"{name}={value!r}: use a number in {left}{low:g}, {high:g}{right}"
-            + (f" ({hint})" if hint else "")
-        )
-
-
-# ---------------------------------------------------------------- configs
-
-
-def choice(name: str, value, choices: tuple, hint: str = "") -> None:
-    """``value`` must be one of ``choices``."""
-    if value not in choices:
-        raise ValueError(
-            f"{name}={value!r}: use one of {list(choices)}" + (f" ({hint})" if hint else "")
-        )
-
-
-RULES = {"count": count, "number": number, "choice": choice}
-
-
-def check_setting(cls, field: str, value, name: str | None = None) -> None:
-    """``value`` for the field ``field`` of the config class ``cls`` (``settings``), checked by
-    the rule its declaration holds; the error names it ``name`` (else ``cls.field``)."""
-    meta = cls.__dataclass_fields__[field].metadata
-    kind, args = meta["check"]
-    RULES[kind](name or f"{cls.__name__}.{field}", value, hint=meta["help"], **args)
 
 
 def check_config(cfg) -> None:
     """Every field of a config (``settings``) that declares a check, in its range."""
     for f in fields(cfg):
         if f.metadata.get("check"):
-            check_setting(type(cfg), f.name, getattr(cfg, f.name))
+            f.metadata["check"](f"{type(cfg).__name__}.{f.name}", getattr(cfg, f.name))
 
 
 def check_pretrain(model, tokenizer, corpus, cfg, world: int, out_dir, stop_after) -> int:
     """Everything that can be wrong with a ``pretrain`` call (on ``world`` processes), before
     any work; returns the micro-batch size."""
     check_config(cfg)
-    count("stop_after", stop_after, none=True, hint="None: run to total_steps")
+    whole(none=True, hint="None: run to total_steps")("stop_after", stop_after)
     if Path(out_dir).is_file():
         raise ValueError(f"out_dir={str(out_dir)!r} is a file: give a folder for the run")
     model_cfg = model.config
@@ -127,9 +56,8 @@ def check_pretrain(model, tokenizer, corpus, cfg, world: int, out_dir, stop_afte
 
 
 def check_tokenizer(tok, model, fix: str, error: type[Exception] = ValueError) -> None:
-    """The one check that a vocabulary is the model's, so every id it makes is one the model
-    knows: where a tokenizer meets a model (pre-training, a checkpoint's folder, fine-tuning,
-    zero-shot); ``fix`` ends the ``error``."""
+    """The one check, wherever a tokenizer meets a model, that its vocabulary is the model's;
+    ``fix`` ends the ``error``."""
     if tok.vocab_size != model.config.vocab_size:
         raise error(
             f"the tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
@@ -141,8 +69,7 @@ def check_tokenizer(tok, model, fix: str, error: type[Exception] = ValueError) -
 
 
 def check_finetune(task: TaskSpec, train, evals: dict) -> None:
-    """``finetune``'s examples: a training split, labelled evaluation splits; a
-    ``DataWarning`` for a split of one class."""
+    """``finetune``'s examples: a training split, labelled evaluation splits."""
     if not train:
         raise ValueError(f"no training examples for {task.name}")
     if not evals or not all(evals.values()):
@@ -191,10 +118,10 @@ def check_source(source, name: str = "source") -> None:
 
 
 def check_run_task(spec: TaskSpec, source, limit, eval_limit, also, eval_split) -> None:
-    """A ``FinetuneRun``'s from a source: the limits, a source that holds two splits, an
-    evaluation split that is not the training split, ``also`` tasks that share the head."""
-    count("limit", limit, none=True, hint="training examples; None: all")
-    count("eval_limit", eval_limit, none=True, hint="evaluation examples; None: all")
+    """A ``FinetuneRun``'s: the limits, a source of two splits, an evaluation split that is not
+    the training split, ``also`` tasks that share the head."""
+    whole(none=True, hint="training examples; None: all")("limit", limit)
+    whole(none=True, hint="evaluation examples; None: all")("eval_limit", eval_limit)
     check_source(source)
     split = eval_split or spec.eval_split
     if split not in spec.splits or split == "train":
@@ -207,12 +134,9 @@ def check_run_task(spec: TaskSpec, source, limit, eval_limit, also, eval_split) 
             f"source={str(source)!r} is one file, and a fine-tuning run reads two splits (train "
             f"and {split}): one file never serves both. Pass the folder that holds both files"
         )
+    head = attrgetter("family", "labels", "n_answers")  # what a task's head is made of
     for other in map(get_task, also if not isinstance(also, str) else [also]):
-        if (other.family, other.labels, other.n_answers) != (
-            spec.family,
-            spec.labels,
-            spec.n_answers,
-        ):
+        if head(other) != head(spec):
             raise ValueError(
                 f"also={other.name!r}: its labels or family differ from {spec.name}'s, so the "
                 f"model fine-tuned on {spec.name} cannot score it; `also` is for tasks that "
@@ -228,21 +152,18 @@ def warn_data(spec: TaskSpec, splits: dict[str, Sequence[Example]]) -> None:
         if len(labels) < 2 or len(set(labels)) > 1:
             continue
         if spec.family == "similarity" and not spec.labels:
-            warnings.warn(
-                f"{spec.name} {split}: every score is {labels[0]:g}, so Pearson and Spearman "
-                "correlations are undefined on it (NaN): use a split with varied scores",
-                DataWarning,
-                stacklevel=3,
+            message = (
+                f"every score is {labels[0]:g}, so Pearson and Spearman correlations are "
+                "undefined on it (NaN): use a split with varied scores"
             )
-            continue
-        what = spec.labels[labels[0]] if spec.labels else f"answer {labels[0] + 1}"
-        why = "nothing else can be learned" if split == "train" else "the metric says little"
-        warnings.warn(
-            f"{spec.name} {split}: all {len(labels)} examples are {what!r}, one class: {why}. "
-            "Check the file, or raise the limit",
-            DataWarning,
-            stacklevel=3,
-        )
+        else:
+            what = spec.labels[labels[0]] if spec.labels else f"answer {labels[0] + 1}"
+            why = "nothing else can be learned" if split == "train" else "the metric says little"
+            message = (
+                f"all {len(labels)} examples are {what!r}, one class: {why}. Check the file, "
+                "or raise the limit"
+            )
+        warnings.warn(f"{spec.name} {split}: {message}", DataWarning, stacklevel=3)
 
 
 def warn_truncated(spec: TaskSpec, encoded: dict, n_ctx: int) -> None:
@@ -250,31 +171,6 @@ def warn_truncated(spec: TaskSpec, encoded: dict, n_ctx: int) -> None:
     examples lost tokens to fit ``n_ctx``."""
     for split, items in encoded.items():
         if cut := sum(enc.truncated for enc in items):
-            warnings.warn(
-                f"{spec.name} {split}: {cut} of {len(items)} examples truncated to fit "
-                f"n_ctx={n_ctx} tokens (gpt1lib.transforms says what is cut)",
-                DataWarning,
-                stacklevel=3,
-            )
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
-def dropout(text: str) -> float:
-    """An argparse type: a probability in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a dropout rate in [0, 1)")
-    return value
+            why = f"{cut} of {len(items)} examples truncated to fit n_ctx={n_ctx} tokens"
+            message = f"{spec.name} {split}: {why} (gpt1lib.transforms says what is cut)"
+            warnings.warn(message, DataWarning, stacklevel=3)

@@ -1,6 +1,5 @@
 """How a fine-tuning protocol is chosen from its trials on held-out training examples: the
-rates searched, the rule that breaks a tie, and the choice itself. ``selection`` runs the
-trials; the pages read the same rule (``evaluations.protocol_selection``)."""
+rates searched, the rule that breaks a tie, and the choice. ``selection`` runs the trials."""
 
 from __future__ import annotations
 
@@ -25,13 +24,6 @@ TIE_RULE = (
 
 def _settings(row: dict) -> dict:
     return {k: row["config"][k] for k in ("lr", "warmup", "epochs")}
-
-
-def best(rows: list[dict]) -> dict:
-    """The settings of the best-scoring record of ``rows`` (the first of equal scores)."""
-    if not rows:
-        raise ValueError("no selection records to choose from: run the search first")
-    return _settings(max(rows, key=lambda r: r["value"]))
 
 
 def lead(a: dict, b: dict) -> tuple[float, float]:

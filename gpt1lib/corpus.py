@@ -1,10 +1,6 @@
-"""The pre-training corpus (§3.1, §4.1): text -> token ids -> random contiguous sequences.
-
-A corpus is a list of documents, tokenised once (and cached), concatenated into one stream and
-cut into blocks of ``n_ctx + 1`` tokens; each epoch starts the blocks at a fresh random offset
-and visits them in a fresh random order. Validation is a separate set of whole documents.
-Sources: ``"fixture"`` (embedded short stories), a text file or folder of ``*.txt`` files (a
-folder with ``train``/``valid`` parts is split by them), a hub data set id, or a bundle.
+"""The pre-training corpus (§3.1, §4.1): documents tokenised once (and cached), concatenated
+and cut into blocks of ``n_ctx + 1`` tokens, each epoch at a fresh random offset and in a fresh
+random order; validation is a separate set of whole documents (``load_documents``).
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .files import CheckpointError, atomic_path, clean_leftovers, load_array
+from .files import CheckpointError, atomic_path, clean_leftovers, load_array, not_utf8
 from .tasks import open_source
 from .tokenizer import LONG_TEXT, GPT1Tokenizer, paragraph_pieces
 
@@ -52,10 +48,7 @@ def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{path} is not UTF-8 text (byte {e.start}: {e.object[e.start : e.start + 1]!r}); "
-            f"convert it, e.g. iconv -f latin1 -t utf-8 '{path}' > utf8.txt"
-        ) from e
+        raise not_utf8(path, e) from e
 
 
 def _local_split(root: Path, split: str) -> list[Path]:
@@ -76,9 +69,9 @@ def load_documents(
     text_field: str = "text",
     limit: int | None = None,
 ) -> Documents:
-    """The documents of ``split`` ("train" or "valid") from ``source``: a folder's
-    ``train``/``valid`` part (a subfolder or ``<part>.txt``), else any file or folder as "train";
-    ``doc_separator`` cuts a file into documents. A bundle's ids come back decoded."""
+    """The documents of ``split`` ("train" or "valid") from ``source``: a folder's part (a
+    subfolder or ``<part>.txt``), else any file or folder as "train"; ``doc_separator`` cuts a
+    file into documents. A bundle's ids come back decoded."""
     src = open_source(source)
     if (folder := src.tokenizer_folder()) is not None:
         ids = src.token_ids("valid" if split in _VALID_NAMES else "train")
@@ -113,7 +106,7 @@ def load_documents(
 
 def local_location(source: Path, files: list[Path]) -> str:
     """Where local text was read, relative to the folder holding ``source``
-    (``books/train/*.txt (12 files)``) or under ``fixture:``; never an absolute path."""
+    (``books/train/*.txt (12 files)``) or under ``fixture:``."""
     root, prefix = (FIXTURE, "fixture:") if source == FIXTURE else (source.parent, "")
     if len(files) == 1:
         return prefix + files[0].relative_to(root).as_posix()
@@ -168,9 +161,21 @@ def split_documents(
     )
 
 
+def train_and_valid(
+    source, valid_fraction: float = 0.05, seed: int = 0, doc_separator=None, limit=None
+) -> tuple[Documents, Documents]:
+    """The train and valid documents of ``source``: its own valid part, else ``valid_fraction``
+    of its documents held out (``split_documents``)."""
+    train = load_documents(source, "train", doc_separator, limit=limit)
+    try:
+        return train, load_documents(source, "valid", doc_separator, limit=limit)
+    except FileNotFoundError:
+        return split_documents(train, valid_fraction, seed)
+
+
 def tokenize(docs: Documents, tokenizer, cache_dir: str | os.PathLike | None = None) -> np.ndarray:
     """All documents' token ids, concatenated, cached under ``cache_dir`` by the texts' and
-    the tokenizer's hashes (an unreadable cache file is written again)."""
+    the tokenizer's hashes."""
     h = hashlib.sha256(tokenizer.fingerprint().encode())
     for d in docs.digests():
         h.update(d)
@@ -285,34 +290,17 @@ def build_corpus(
     """Documents of ``source`` tokenised and cut into blocks; validation is the source's own
     part, else ``valid_fraction`` of the documents. A bundle gives its stored ids."""
     src = open_source(source)
-    if src.tokenizer_folder() is not None:
-        return _stored_corpus(src, tokenizer, n_ctx)
-    train_docs = load_documents(source, "train", doc_separator, limit=limit)
-    try:
-        valid_docs = load_documents(source, "valid", doc_separator, limit=limit)
-    except FileNotFoundError:
-        train_docs, valid_docs = split_documents(train_docs, valid_fraction, seed)
-    train = TokenBlocks(tokenize(train_docs, tokenizer, cache_dir), n_ctx, "training text")
-    valid = TokenBlocks(tokenize(valid_docs, tokenizer, cache_dir), n_ctx, "validation text")
-    return Corpus(
-        train,
-        valid,
-        train_docs.source,
-        valid_docs.source,
-        train_docs.n_bytes,
-        str(source),
-        train_docs.sha256,
-    )
-
-
-def _stored_corpus(src, tokenizer, n_ctx: int) -> Corpus:
-    """The corpus of a source that stores its ids (a bundle), checked to be ``tokenizer``'s."""
-    src.check_tokenizer(tokenizer)
-    entry = src.manifest["corpus"]
-    train = TokenBlocks(src.token_ids("train"), n_ctx, "training text")
-    valid = TokenBlocks(src.token_ids("valid"), n_ctx, "validation text")
-    via = f", via bundle {src.folder.name}"
-    t, v = entry["train"], entry["valid"]
-    return Corpus(
-        train, valid, t["source"] + via, v["source"] + via, t["bytes"], str(src.folder), t["sha256"]
-    )
+    if src.tokenizer_folder() is not None:  # a bundle's stored ids, checked to be tokenizer's
+        src.check_tokenizer(tokenizer)
+        t, v = src.manifest["corpus"]["train"], src.manifest["corpus"]["valid"]
+        via = f", via bundle {src.folder.name}"
+        ids = src.token_ids("train"), src.token_ids("valid")
+        about = (t["source"] + via, v["source"] + via, t["bytes"], str(src.folder), t["sha256"])
+    else:
+        docs = train_and_valid(source, valid_fraction, seed, doc_separator, limit)
+        train_docs = docs[0]
+        ids = [tokenize(d, tokenizer, cache_dir) for d in docs]
+        about = (*(d.source for d in docs), train_docs.n_bytes, str(source), train_docs.sha256)
+    train = TokenBlocks(ids[0], n_ctx, "training text")
+    valid = TokenBlocks(ids[1], n_ctx, "validation text")
+    return Corpus(train, valid, *about)

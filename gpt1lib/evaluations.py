@@ -1,11 +1,6 @@
-"""A run's final evaluations, read from its records, with their 95% bootstrap intervals.
-
-Every reproduced number the results pages show comes from here, and Figure 2's points. An
-interval comes from the evaluation's per-example outcomes (``records.per_example_record``); a
-difference of two arms scored on the same examples gets the paired one. Records without
-outcomes stand without an interval (``NO_INTERVAL``). A score's baselines (``chance``,
-``one_answer_score``) are defined here and read beside each evaluation in ``baselines``.
-"""
+"""A run's final evaluations and Figure 2's points, read from its records, with their 95%
+bootstrap intervals from the per-example outcomes (paired for two arms scored on the same
+examples; none, ``NO_INTERVAL``, for records without outcomes), and a score's floors."""
 
 from __future__ import annotations
 
@@ -34,9 +29,8 @@ NO_INTERVAL = (
 def results_records(
     results_dir: str | os.PathLike, build_dir: str | os.PathLike | None, scale: str | None
 ) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
-    """(the headline records, this build's records, whether the build's are in the headline).
-    This build's join the recorded runs only at a recorded scale (``results_dir/<scale>``): a
-    smoke build's run on the fixtures is a check that the code runs, not a result."""
+    """(the headline records, this build's records, whether the build's are in the headline:
+    only at a recorded scale, ``results_dir/<scale>``)."""
     recorded = read_records(results_dir) if Path(results_dir).exists() else read_records()
     build = read_records(build_dir) if build_dir and Path(build_dir).exists() else read_records()
     joined = scale is not None and (Path(results_dir) / scale).is_dir() and not build.empty
@@ -68,18 +62,6 @@ def frame(records) -> pd.DataFrame:
     return df
 
 
-def _outcomes(df: pd.DataFrame) -> dict[tuple, dict]:
-    """Each evaluation's per-example outcomes, by ``_key`` (the last one where repeated)."""
-    if df.empty or "metric" not in df.columns:
-        return {}
-    pe = df[df.metric == PER_EXAMPLE]
-    return {
-        _key(r): r["per_example"]
-        for r in pe.to_dict("records")
-        if isinstance(r.get("per_example"), dict)
-    }
-
-
 def arrays(outcome: dict) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(outcome["predictions"]), np.asarray(outcome["labels"])
 
@@ -89,16 +71,13 @@ def _interval(metric: str, preds: tuple, labels: tuple) -> tuple[float, float]:
     return stats.bootstrap_interval(metric, np.array(preds), np.array(labels))
 
 
-def interval_of(metric: str, outcome: dict | None) -> tuple[float, float] | None:
-    """The 95% bootstrap interval of ``metric`` on one evaluation's outcomes (None: none)."""
-    if not isinstance(outcome, dict):
-        return None
-    return _interval(metric, tuple(outcome["predictions"]), tuple(outcome["labels"]))
+def bracket(lo: float, hi: float, none: str = "†") -> str:
+    """An interval as a page shows it, "[79.1, 83.2]", or ``none`` where it is NaN."""
+    return none if lo != lo else f"[{lo:.1f}, {hi:.1f}]"
 
 
 def paired(a: dict | None, b: dict | None) -> bool:
-    """Whether two evaluations scored the same examples in the same order (so that their
-    difference has a paired interval)."""
+    """Whether two evaluations scored the same examples in the same order."""
     return (
         isinstance(a, dict)
         and isinstance(b, dict)
@@ -122,9 +101,8 @@ def metric_of(task: str) -> str:
 
 
 def paired_mean(rows_a: dict, rows_b: dict, tasks) -> tuple[list, float, float, float] | None:
-    """(the common tasks, mean of a - b over them, lo, hi): the paired 95% interval of that mean
-    (``stats.mean_difference_interval``); lo and hi None where a pair was not scored on the same
-    examples. None where no task is common."""
+    """(the common tasks, mean of a - b over them, its paired 95% interval lo, hi), lo and hi
+    None where a pair was not scored on the same examples; None where no task is common."""
     common = [t for t in tasks if t in rows_a and t in rows_b]
     if not common:
         return None
@@ -138,40 +116,62 @@ def paired_mean(rows_a: dict, rows_b: dict, tasks) -> tuple[list, float, float, 
     return common, mean, *stats.mean_difference_interval(arms)
 
 
-def with_outcomes(df: pd.DataFrame) -> pd.DataFrame:
-    """Metric rows of ``df`` with their evaluation's outcomes (``outcome``, None where the run
-    kept none) and the interval of their value (``lo``, ``hi``, NaN where none)."""
-    found = _outcomes(df)
+def task_differences(rows_a: dict, rows_b: dict, tasks) -> list[tuple]:
+    """(task, a - b, its paired 95% interval's lo, hi or NaN) for each of ``tasks`` in both."""
+    out = []
+    for t in (t for t in tasks if t in rows_a and t in rows_b):
+        a, b = rows_a[t], rows_b[t]
+        iv = difference_interval(metric_of(t), a["outcome"], b["outcome"]) or (np.nan, np.nan)
+        out.append((t, a["value"] - b["value"], *iv))
+    return out
+
+
+def _scored(records, keep) -> pd.DataFrame:
+    """The metric rows ``keep`` (frame -> mask) selects, with run, outcome and interval."""
+    df = frame(records)
+    df = df[keep(df)] if "metric" in df.columns else df.iloc[:0]
+    if df.empty:
+        return df
+    pe = df[df.metric == PER_EXAMPLE].to_dict("records")
+    found = {_key(r): r["per_example"] for r in pe if isinstance(r.get("per_example"), dict)}
     df = df[df.metric != PER_EXAMPLE].copy()
     df["outcome"] = [found.get(_key(r)) for r in df.to_dict("records")]
     bounds = [
-        interval_of(m, o) or (np.nan, np.nan) for m, o in zip(df.metric, df.outcome, strict=True)
+        _interval(m, tuple(o["predictions"]), tuple(o["labels"]))
+        if isinstance(o, dict)
+        else (np.nan, np.nan)
+        for m, o in zip(df.metric, df.outcome, strict=True)
     ]
     df["lo"] = [b[0] for b in bounds]
     df["hi"] = [b[1] for b in bounds]
+    df["run"] = [run_label(r) for r in df.to_dict("records")]
     return df
 
 
 def final_metrics(records, experiments: str | tuple[str, ...] = "finetune"):
     """One row per (experiment, run, task): the task's paper metric on its eval split at the last
-    epoch, with its 95% interval (``lo``, ``hi``; NaN without outcomes), the outcomes and the
-    run's training examples. ``records``: a DataFrame (``read_records``) or a list."""
-    df = frame(records)
+    epoch, with its interval, outcomes, training examples and config. ``records``: a DataFrame or a
+    list."""
     cols = ["experiment", "run", "task", "metric", "split", "value", "lo", "hi", "data"]
-    cols += ["wall_time", "outcome", "examples"]
+    cols += ["wall_time", "outcome", "examples", "config"]
+    experiments = (experiments,) if isinstance(experiments, str) else experiments
+
+    def headline(d):  # the paper metric's rows (and their outcomes) on each task's eval split
+        rows = zip(d.experiment, d.task, d.split, d.metric, strict=True)
+        return [
+            e in experiments
+            and t in TASKS
+            and s == TASKS[t].eval_split
+            and m in (TASKS[t].metrics[0], PER_EXAMPLE)
+            for e, t, s, m in rows
+        ]
+
+    df = _scored(records, headline)
     if df.empty:
         return pd.DataFrame(columns=cols)
-    experiments = (experiments,) if isinstance(experiments, str) else experiments
-    df = df[df.experiment.isin(experiments) & df.task.isin(list(TASKS))].copy()
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["examples"] = [c.get("train_examples") if isinstance(c, dict) else None for c in df.config]
-    rows = []
-    for (_, _, task), g in df.groupby(["experiment", "run", "task"], sort=False):
-        spec = TASKS[task]
-        g = g[(g.split == spec.eval_split) & g.metric.isin([spec.metrics[0], PER_EXAMPLE])]
-        g = with_outcomes(g)
-        if not g.empty:
-            rows.append(g[g.step == g.step.max()].iloc[-1][cols].to_dict())
+    groups = df.groupby(["experiment", "run", "task"], sort=False)
+    rows = [g[g.step == g.step.max()].iloc[-1][cols].to_dict() for _, g in groups]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -186,8 +186,7 @@ def format_value(value, lo=np.nan, hi=np.nan, digits: int = 1) -> str:
 
 
 def examples_cell(row: dict) -> str:
-    """What a run trained and was scored on: "2,137 / 1,043" (training / evaluation examples;
-    "?" where its records do not say)."""
+    """Training / evaluation examples, "2,137 / 1,043" ("?" where the records do not say)."""
     n, outcome = row.get("examples"), row.get("outcome")
     train = f"{int(n):,}" if n == n and n is not None else "?"
     scored = f"{len(outcome['labels']):,}" if isinstance(outcome, dict) else "?"
@@ -199,20 +198,16 @@ def examples_cell(row: dict) -> str:
 
 def layer_transfer_points(records) -> pd.DataFrame:
     """Figure 2 (left): one row per (run, task, split, n_transfer), the accuracy after the last
-    epoch with its 95% interval. Split "train" is the training examples scored each epoch
-    (dashed in the figure), "dev" the evaluation split."""
-    df = frame(records)
+    epoch with its 95% interval, on the training examples ("train") or the evaluation split
+    ("dev")."""
     cols = ["run", "task", "split", "n_transfer", "value", "lo", "hi", "outcome", "data"]
     cols += ["examples", "wall_time"]
+    layers = (PER_EXAMPLE, "accuracy")
+    df = _scored(records, lambda d: (d.experiment == "layer_transfer") & d.metric.isin(layers))
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = df[(df.experiment == "layer_transfer") & df.metric.isin(["accuracy", PER_EXAMPLE])]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = with_outcomes(df)
     df["n_transfer"] = [int(c["n_transfer"]) for c in df.config]
     df["examples"] = [c.get("train_examples") for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["split"] = df.split.map(lambda s: "train" if s == "train" else "dev")
     last = df.step == df.groupby(["run", "task", "n_transfer"]).step.transform("max")
     df = df[last].drop_duplicates(["run", "task", "split", "n_transfer"], keep="last")
@@ -221,20 +216,14 @@ def layer_transfer_points(records) -> pd.DataFrame:
 
 def zero_shot_points(records) -> pd.DataFrame:
     """Figure 2 (right): one row per (run, model, task, checkpoint): the metric and its 95%
-    interval, both also on ``facts.normalise``'s scale. A heuristic that gave ONE answer to every
-    example (``answer``) has no normalised value: its accuracy is that answer's share of the
-    labels, and normalising it by 50% chance would rank constant models by label balance alone."""
-    df = frame(records)
+    interval, also on ``facts.normalise``'s scale. A heuristic that gave one answer to every
+    example (``answer``) has no normalised value: it would rank constant models by label balance."""
     cols = ["run", "model", "task", "heuristic", "split", "step", "value", "lo", "hi"]
     cols += ["normalised", "nlo", "nhi", "examples", "answer", "outcome"]
+    df = _scored(records, lambda d: d.experiment == "zero_shot")
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = df[df.experiment == "zero_shot"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
-    df = with_outcomes(df)
     df["model"] = [{"GPT": "Transformer", "LSTMLM": "LSTM"}[c["arch"]] for c in df.config]
-    df["run"] = [run_label(r) for r in df.to_dict("records")]
     df["examples"] = [c.get("examples") for c in df.config]
     df["split"] = [c["examples_split"] for c in df.config]
     df["answer"] = [one_answer(t, o) for t, o in zip(df.task, df.outcome, strict=True)]
@@ -254,8 +243,7 @@ def heuristic_title(heuristic: str) -> str:
     return TASKS[task].title + ("" if task == heuristic else " calibrated (not the paper's)")
 
 
-#: A model that gave one answer to this share of an evaluation's examples or more is read as
-#: giving one answer (366 of 408 the same is as telling as 408).
+#: A model that gave one answer to this share of the examples or more is read as giving one.
 NEARLY_ONE = 0.9
 
 
@@ -266,9 +254,8 @@ def answer_share(outcome) -> tuple[float, int]:
 
 
 def one_answer(task: str, outcome) -> str | None:
-    """The one answer a model gave to every example of an evaluation, or to ``NEARLY_ONE`` of
-    them or more (a class name, "answer k", or a score; ``how_many`` says to how many), or None
-    where its answers vary or it kept no outcomes."""
+    """The one answer a model gave to ``NEARLY_ONE`` of an evaluation's examples or more (a
+    class name, "answer k", or a score), or None where its answers vary or it kept no outcomes."""
     if not isinstance(outcome, dict):
         return None
     p, count = answer_share(outcome)
@@ -281,16 +268,14 @@ def one_answer(task: str, outcome) -> str | None:
 
 
 def how_many(outcome: dict) -> str:
-    """To how many examples a model gave its commonest answer: "to all 408", "to 366 of the
-    408"."""
+    """To how many examples a model gave its commonest answer: "to all 408", "to 366 of the 408"."""
     n, (_, count) = len(outcome["predictions"]), answer_share(outcome)
     return f"to all {n:,}" if count == n else f"to {count:,} of the {n:,}"
 
 
 def chance(task: str, labels=None) -> float | None:
-    """A task's expected score on its paper metric when answering at random with even odds:
-    1 / classes or answers for accuracy, 0 for a correlation, and for F1 of class 1 the share p
-    of class 1 among ``labels`` over p + 1/2 (precision p, recall 1/2; None without labels)."""
+    """A task's expected score answering at random with even odds: 1 / classes for accuracy, 0
+    for a correlation, for F1 p / (p + 1/2), p class 1's share of ``labels`` (None without)."""
     spec = TASKS[HEURISTICS.get(task, task)]
     metric = spec.metrics[0]
     if metric == "accuracy":
@@ -302,8 +287,7 @@ def chance(task: str, labels=None) -> float | None:
 
 
 def one_answer_score(task: str, labels) -> float:
-    """The best score of giving one answer to every example (``labels``: the evaluation's):
-    the commonest class's accuracy, the F1 of answering class 1, 0 for a correlation."""
+    """The best score of giving one answer to every example of ``labels`` (0 for a correlation)."""
     spec = TASKS[HEURISTICS.get(task, task)]
     metric, y = spec.metrics[0], np.asarray(labels)[None]
     if metric not in ("accuracy", "f1"):
@@ -320,7 +304,7 @@ def _trial(trial: dict | None) -> str:
 def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each run's fine-tuning protocol selection (chapter 12): (every setting tried, by run and
     arm, with its held-out score; each arm's choice, ``choice.choose``). ``sweep``: the cpu
-    scale's selection rows, a file of their own (results/sweeps/cpu_finetune_select.jsonl)."""
+    scale's selection rows (results/sweeps/cpu_finetune_select.jsonl)."""
     df = frame(records)
     trials = df[df.metric == "selection_score"].to_dict("records") if not df.empty else []
     if sweep is not None and Path(sweep).is_file():
@@ -345,7 +329,7 @@ def protocol_selection(records, sweep=None) -> tuple[pd.DataFrame, pd.DataFrame]
         got = choose(g.to_dict("records"))
         best, second, (lo, hi) = got["best"], got["runner_up"], got["lead"]
         lead = best["value"] - second["value"] if second else np.nan
-        said = "no outcomes kept" if lo != lo else f"{lead:+.1f} [{lo:.1f}, {hi:.1f}]"
+        said = "no outcomes kept" if lo != lo else f"{lead:+.1f} {bracket(lo, hi)}"
         tie = "yes" if got["tied"] else "no" if lo == lo else "n/a"
         rows.append([run, arm, _trial(best), _trial(second), said, tie, got["chosen"]["setting"]])
     return grid, pd.DataFrame(rows, columns=cols)

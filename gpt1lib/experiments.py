@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, latest_checkpoint, load_run, read_state
+from .checkpoint import latest_checkpoint, load_run, read_state
 from .corpus import build_corpus, load_documents
 from .fast import FastGPT
 from .finetune import FinetuneRun, finetune
 from .lstm import LSTMLM
 from .paths import shown
-from .pretrain import PretrainResult, pretrain, settings_diff
+from .pretrain import PretrainResult, check_resume, pretrain, run_config
 from .records import append_records, make_record, provenance
 from .runtime import gathered_warnings, pick_device, seed_everything
 from .scales import SCALES, Scale
@@ -33,13 +33,12 @@ from .zeroshot import evaluate_checkpoints, load_zero_shot
 
 
 def pretrain_dir(out_dir: str | os.PathLike, scale: str, arch: str = "gpt") -> Path:
-    """Where a chapter's pre-training run of ``arch`` at ``scale`` lives: ``out_dir/<scale>/
-    pretrain`` (the LSTM's: ``pretrain_lstm``)."""
+    """``out_dir/<scale>/pretrain`` (the LSTM's: ``pretrain_lstm``)."""
     return Path(out_dir, scale, "pretrain" if arch == "gpt" else f"pretrain_{arch}")
 
 
 def checkpoint_tokenizer(folder: str | os.PathLike) -> GPT1Tokenizer | None:
-    """The tokenizer of the newest checkpoint in a run ``folder``, or None where it has none."""
+    """The tokenizer of the newest checkpoint in ``folder``, or None."""
     ckpt = latest_checkpoint(folder)
     return GPT1Tokenizer.load(ckpt) if ckpt is not None else None
 
@@ -58,7 +57,7 @@ def scale_tokenizer(S: Scale, corpus, spec: str | None = None, limit: int | None
 
 
 def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
-    """A freshly initialised model of the scale's shape, as the training loops run it."""
+    """A fresh model of the scale's shape."""
     if arch == "lstm":
         n_ctx = S.model_config().n_ctx
         return LSTMLM(S.lstm_config(vocab_size=vocab_size, n_ctx=n_ctx, **overrides))
@@ -66,8 +65,7 @@ def new_model(S: Scale, vocab_size: int, arch: str = "gpt", **overrides):
 
 
 def _scale_of(meta: dict) -> str | None:
-    """The scale whose model has the shape of ``meta`` (a run config's "model"): its blocks,
-    heads and width (an LSTM's units), whatever its vocabulary, context or dropout."""
+    """The scale whose model has the blocks, heads and width (an LSTM's units) of ``meta``."""
     for name, S in SCALES.items():
         own = asdict(S.lstm_config() if meta.get("arch") == "LSTMLM" else S.model_config())
         shape = [k for k in ("n_layer", "n_head", "n_embd", "n_hidden") if k in own]
@@ -76,33 +74,9 @@ def _scale_of(meta: dict) -> str | None:
     return None
 
 
-def check_resume(
-    ckpt: Path, S: Scale, cfg: PretrainConfig, arch: str, asked: str, fix: str, **overrides
-) -> None:
-    """A ``CheckpointError`` unless ``ckpt`` holds a run of the model and recipe that ``asked``
-    gives (scale ``S``, ``cfg``, the model's ``overrides``), naming each difference and ``fix``.
-    Called before any data is loaded: ``pretrain`` compares the whole run config too, but only
-    once the scale's corpus is built (minutes of tokenising at cpu; offline, a hub error that
-    says nothing of the checkpoint)."""
-    run = read_state(ckpt).get("run_config")
-    if not isinstance(run, dict) or "model" not in run:
-        return  # not pretrain's checkpoint: pretrain says so
-    vocab = run["model"]["config"]["vocab_size"]  # a resume reads the checkpoint's tokenizer
-    with torch.device("meta"):  # the model's config, without memory for its weights
-        model = new_model(S, vocab, arch, **overrides)
-    diff = settings_diff(run, model, cfg)
-    if diff:
-        its = _scale_of(run["model"])
-        shape = f"the {its} scale's shape" if its else "the shape of no scale"
-        raise CheckpointError(
-            f"{ckpt} is a run of another model or recipe than {asked} (its model has {shape}); "
-            "they differ in\n  " + "\n  ".join(diff) + f"\n{fix}"
-        )
-
-
 @dataclass
 class Pretraining:
-    """A pre-training run about to start (``pretraining``); ``run`` runs it."""
+    """A pre-training run about to start (``pretraining``)."""
 
     S: Scale
     arch: str
@@ -118,8 +92,8 @@ class Pretraining:
         return new_model(self.S, self.tok.vocab_size, self.arch, **self.model_overrides)
 
     def run(self, model=None, *, resume: bool = True, **kw) -> PretrainResult:
-        """Pre-train ``model`` (None: a fresh one) into ``folder``, going on from its last
-        checkpoint where ``resume`` and there is one; ``kw``: ``pretrain``'s."""
+        """Pre-train ``model`` (None: a fresh one) into ``folder``, from its last checkpoint
+        where ``resume`` and there is one; ``kw``: ``pretrain``'s."""
         model = model if model is not None else self.model()
         go_on = resume and latest_checkpoint(self.folder) is not None
         return pretrain(
@@ -140,29 +114,33 @@ def pretraining(
     **settings,
 ) -> Pretraining:
     """Chapter 03's run of ``S`` (``arch`` "gpt", or "lstm" for Table 5's baseline) on
-    ``corpus`` (None: the scale's) in ``folder`` (None: ``pretrain_dir``), a checkpoint there
-    checked first; the tokenizer is the run's own, else the transformer's for the LSTM, else
-    ``scale_tokenizer``'s; ``settings``: ``PretrainConfig``'s fields."""
+    ``corpus`` (None: the scale's) in ``folder`` (None: ``pretrain_dir``). The tokenizer is the
+    run's own, else the transformer's for the LSTM, else ``scale_tokenizer``'s; ``settings``:
+    ``PretrainConfig``'s fields."""
     corpus, limit = corpus or S.corpus, corpus_limit or S.corpus_limit
     folder = Path(folder) if folder is not None else pretrain_dir(out_dir, S.name, arch)
     cfg = replace(S.pretrain, experiment=f"pretrain:{arch}", **settings)
     overrides = model_overrides or {}
-    if (ckpt := latest_checkpoint(folder)) is not None:
+    gpt = pretrain_dir(out_dir, S.name, "gpt")
+    if (tok := checkpoint_tokenizer(folder)) is not None:  # a resume: checked before the corpus
+        ckpt = latest_checkpoint(folder)
+        with torch.device("meta"):  # the model's config, without memory for its weights
+            model = new_model(S, tok.vocab_size, arch, **overrides)
+        its = _scale_of(read_state(ckpt).get("run_config", {}).get("model", {}))
+        shape = f"the {its} scale's shape" if its else "the shape of no scale"
         fix = (
             f"its settings are not the {S.name} scale's now: delete {shown(folder)} (or pass "
             f"another out_dir) to pre-train the {S.name} scale's model afresh"
         )
-        check_resume(ckpt, S, cfg, arch, f"the {S.name} scale", fix, **overrides)
-    if (tok := checkpoint_tokenizer(folder)) is None:
-        if arch == "lstm":
-            tok = checkpoint_tokenizer(pretrain_dir(out_dir, S.name, "gpt"))
-            if tok is None:
-                raise FileNotFoundError(
-                    f"{shown(pretrain_dir(out_dir, S.name, 'gpt'))} holds no transformer run, "
-                    "whose tokenizer the LSTM reads: pre-train the transformer first"
-                )
-        else:
-            tok = scale_tokenizer(S, corpus, tokenizer, limit)
+        what = f"model or recipe than the {S.name} scale (its model has {shape})"
+        check_resume(ckpt, run_config(model, cfg), what, fix)
+    elif arch != "lstm":
+        tok = scale_tokenizer(S, corpus, tokenizer, limit)
+    elif (tok := checkpoint_tokenizer(gpt)) is None:
+        raise FileNotFoundError(
+            f"{shown(gpt)} holds no transformer run, whose tokenizer the LSTM reads: "
+            "pre-train the transformer first"
+        )
     n_ctx = S.model_config().n_ctx
     data = build_corpus(
         tok, n_ctx, corpus, seed=cfg.seed, limit=limit, cache_dir=Path(out_dir) / "cache"
@@ -171,14 +149,12 @@ def pretraining(
 
 
 # ---------------------------------------------------------------- fine-tuning
-#
-# Each experiment takes ``base``, a ``FinetuneRun`` holding what its runs share (protocol,
-# source, example limits overriding the scale's, runs folder, origin, device).
+# Each experiment takes ``base``, a ``FinetuneRun`` holding what its runs share.
 
 
 def _one(S: Scale, base: FinetuneRun, task: str, folder: str, cfg=None, **settings):
-    """``base`` for ``task`` with protocol ``cfg`` (None: base's), the scale's example limits
-    where ``base`` gives none, records in ``base.out_dir/<scale>/<folder>/<task>``."""
+    """``base`` for ``task`` with protocol ``cfg`` (None: base's) and the scale's example
+    limits where ``base`` gives none, into ``base.out_dir/<scale>/<folder>/<task>``."""
     limits = S.limits_for(task, base.limit, base.eval_limit)
     out = Path(base.out_dir, S.name, folder, task) if base.out_dir is not None else None
     cfg = cfg or base.cfg
@@ -186,16 +162,15 @@ def _one(S: Scale, base: FinetuneRun, task: str, folder: str, cfg=None, **settin
 
 
 def _finetune_all(tok, runs: Iterable) -> dict:
-    """Key -> ``finetune``'s result for each (key, pre-trained model, run) of ``runs``, read in
-    turn, their data checks (``runtime.gathered_warnings``) one line a task."""
+    """Key -> ``finetune``'s result for each (key, pre-trained model, run) of ``runs``."""
     with gathered_warnings(DataWarning):
         return {key: finetune(model, tok, run) for key, model, run in runs}
 
 
 def finetune_tasks(S: Scale, pretrained, tok, tasks: Iterable[str], base: FinetuneRun):
-    """Chapters 05-08: each of ``tasks`` fine-tuned from ``pretrained`` and scored, with the
-    tasks that share its data (MNLI-mm, RACE-m/h) beside it, into ``out_dir/<scale>/finetune``.
-    Returns the results by task, and the tasks ``base.source`` lacks with the reason."""
+    """Chapters 05-08: each of ``tasks`` fine-tuned and scored, the tasks sharing its data
+    (MNLI-mm, RACE-m/h) beside it. Returns the results by task, and the tasks ``base.source``
+    lacks with the reason."""
     skipped = {}
 
     def runs():
@@ -211,9 +186,7 @@ def finetune_tasks(S: Scale, pretrained, tok, tasks: Iterable[str], base: Finetu
 
 
 def objective(S: Scale, pretrained, tok, base: FinetuneRun, coefs=(0.5, 0.0)):
-    """Chapter 04: ``base.task`` fine-tuned with each lambda of ``coefs`` into
-    ``out_dir/<scale>/objective/lambda<coef>``. The recorded run asks for 0 alone: its
-    lambda = 0.5 run is chapter 05's."""
+    """Chapter 04: ``base.task`` fine-tuned with each lambda of ``coefs``."""
 
     def run(coef: float) -> FinetuneRun:
         cfg = replace(base.cfg, lm_coef=coef, experiment=f"objective lambda={coef}")
@@ -225,42 +198,33 @@ def objective(S: Scale, pretrained, tok, base: FinetuneRun, coefs=(0.5, 0.0)):
 def layer_transfer(S: Scale, pretrained, tok, tasks, base: FinetuneRun, points=None):
     """Chapter 10 (Figure 2, left): each of ``tasks`` fine-tuned once per ``n_transfer`` in
     ``points`` (None: ``Scale.transfer_at``), on ``Scale.transfer_limits`` examples where
-    ``base`` gives none, scored on dev and on ``S.transfer_train_examples`` training examples,
-    into ``out_dir/<scale>/layer_transfer/n_transfer_<k>``."""
-    cfg = replace(base.cfg, experiment="layer_transfer")
-    cfg = replace(cfg, eval_train_examples=S.transfer_train_examples)
+    ``base`` gives none, scored on dev and on ``S.transfer_train_examples`` training examples."""
+    more = {"eval_train_examples": S.transfer_train_examples}
+    cfg = replace(base.cfg, experiment="layer_transfer", **more)
 
     def run(task: str, k: int) -> FinetuneRun:
         train, evals = S.transfer_limits.get(task, (None, None))
-        own = replace(base, limit=base.limit or train, eval_limit=base.eval_limit or evals)
-        own = replace(own, eval_split="dev")
+        limits = {"limit": base.limit or train, "eval_limit": base.eval_limit or evals}
+        own = replace(base, eval_split="dev", **limits)
         return _one(S, own, task, f"layer_transfer/n_transfer_{k}", replace(cfg, n_transfer=k))
 
     pairs = ((t, k) for t in tasks for k in points or S.transfer_at())
     return _finetune_all(tok, ((pair, pretrained, run(*pair)) for pair in pairs))
 
 
-#: Each arm of Table 5 (the experiment its records name): what it changes, and the pre-trained
-#: model it fine-tunes.
-ARM_SETTINGS = {
-    "full": {},
-    "no_pretraining": {"n_transfer": -1},
-    "no_aux_lm": {"lm_coef": 0.0},
-    "lstm": {},
-}
+#: Each arm of Table 5: what it changes, and the pre-trained model it fine-tunes.
+ARM_SETTINGS = {"no_pretraining": {"n_transfer": -1}, "no_aux_lm": {"lm_coef": 0.0}}
 ARM_MODEL = {"full": "gpt", "no_pretraining": "gpt", "no_aux_lm": "gpt", "lstm": "lstm"}
 
 
 def arm_protocol(S: Scale, arm: str, seed: int, experiment: str):
-    """The fine-tuning protocol of Table 5's ``arm`` at scale ``S`` (``Scale.finetune_for``
-    with the arm's change, ``ARM_SETTINGS``)."""
-    return S.finetune_for(arm, seed=seed, experiment=experiment, **ARM_SETTINGS[arm])
+    """The fine-tuning protocol of Table 5's ``arm`` at scale ``S``."""
+    return S.finetune_for(arm, seed=seed, experiment=experiment, **ARM_SETTINGS.get(arm, {}))
 
 
 def ablations(S: Scale, models: dict, tok, tasks, base: FinetuneRun, arms=None):
     """Chapter 12 (Table 5): each of ``arms`` (None: ``Scale.table5_arms``) on each of
-    ``tasks`` the source holds, with the arm's protocol (``arm_protocol``), from
-    ``models[ARM_MODEL[arm]]``, into ``out_dir/<scale>/ablations/<arm>``."""
+    ``tasks`` the source holds, from ``models[ARM_MODEL[arm]]``."""
 
     def run(arm: str, task: str) -> FinetuneRun:
         cfg = arm_protocol(S, arm, base.cfg.seed, f"ablation:{arm}")
@@ -286,9 +250,9 @@ def zero_shot_curves(
     progress: bool = True,
 ) -> tuple[list[dict], dict[str, str]]:
     """Chapter 11 (Figure 2, right): every zero-shot heuristic at every log-spaced checkpoint
-    of each pre-training run of ``archs`` in ``out_dir/<scale>``, on ``eval_limit`` examples a
-    task (None: the scale's). The records also go to ``out_dir/<scale>/zero_shot``, replacing
-    the last ones of the same models. Returns them, and the tasks skipped with why."""
+    of each pre-training run of ``archs``, on ``eval_limit`` examples a task (None: the
+    scale's), its records also in ``out_dir/<scale>/zero_shot`` (replacing the last). Returns
+    them, and the tasks skipped with why."""
     data, skipped = load_zero_shot(source, eval_limit or S.zero_shot_examples, seed)
     folder = Path(out_dir, S.name) / "zero_shot"
     records = []
@@ -313,18 +277,17 @@ PROMPTS = ("It was a dark and stormy night", "She opened the door and saw", "The
 
 def checkpoint_samples(checkpoints, *, tokens: int = 24, device=None, scale=None) -> list[dict]:
     """Records of each of ``PROMPTS`` continued greedily by ``tokens`` tokens at each
-    checkpoint folder (``step_<updates>``): metric "sample_tokens" (the tokens generated), the
-    prompt and the text in ``config``."""
+    checkpoint folder (``step_<updates>``): metric "sample_tokens", the text in ``config``."""
     dev, out = pick_device(device), []
     for folder in map(Path, checkpoints):
         model, tok = load_run(folder, dev)
         model.to(dev).eval()
+        step = int(folder.name.split("_")[-1])
+        fields = {"experiment": "samples", "task": "lm", "split": "generated", "step": step}
         for prompt in PROMPTS:
             ids = torch.tensor([tok.encode(prompt)], device=dev)
             new = model.generate(ids, tokens)[0, ids.size(1) :].tolist()
             config = {"prompt": prompt, "text": tok.decode(new), "decoding": "greedy"}
-            step = int(folder.name.split("_")[-1])
-            fields = {"experiment": "samples", "task": "lm", "split": "generated", "step": step}
             where = {"scale": scale, "config": config, **provenance(dev)}
             out.append(make_record("sample_tokens", len(new), **fields, **where))
     return out

@@ -1,20 +1,12 @@
 """Speed paths beside the model: ``FastGPT`` is ``model.GPT`` computed more cheaply.
 
-The same parameters, the same function, the same names (a FastGPT loads and saves exactly what a
-GPT does); only how a step is computed differs, and ``tests/test_speed_paths.py`` holds each path
-equal to the paper's model:
-
-* L1 from the hidden states by ``loss.fused_lm_loss`` (no full logits), or where
-  ``loss_path = "logits"`` from the full logits as ``model.GPT`` computes it: compiled on a GPU
-  the plain cross-entropy is the faster (``pretrain.loss_path`` picks per device);
-* on the CPU (eager), cheaper dropout masks (``dropout``), and attention written out so that
-  its dropout can use them (PyTorch's CPU flash kernel has no dropout);
-* optionally, the output matmul on W_e padded with zero rows to a multiple of ``pad_vocab_to``
-  (64 suits GPU tensor cores: 40,481 -> 40,512); the padding is never a token;
-* ``compiled_regions``: pre-training compiled block by block (PyTorch's regional compilation),
-  which compiles in well under the whole model's time.
-
-The training loops of this library run FastGPT; a reader's model is ``model.GPT``.
+The same parameters, function and names (it loads and saves what a GPT does); only how a step
+is computed differs, each path held equal to the paper's model by ``tests/test_speed_paths.py``:
+L1 from the hidden states (``loss.fused_lm_loss``) or, where ``loss_path = "logits"``, from the
+full logits (compiled on a GPU the faster); on the CPU cheaper dropout masks and attention
+written out to use them; optionally W_e padded with zero rows to a multiple of ``pad_vocab_to``
+(64 suits tensor cores); ``compiled_regions``, compiled block by block. The training loops run
+FastGPT; a reader's model is ``model.GPT``.
 """
 
 from __future__ import annotations
@@ -45,12 +37,9 @@ def _cpu_eager(x: torch.Tensor) -> bool:
 def dropout(x: torch.Tensor, p: float, training: bool, rows: int | None = None) -> torch.Tensor:
     """``F.dropout(x, p, training)``, then zero rows appended up to ``rows`` (for a padded W_e).
 
-    On the CPU (eager) the mask comes from 16-bit uniform integers instead of a
-    float Bernoulli draw per element, in about half of ``F.dropout``'s time: an element is
-    dropped with probability round(65536 p) / 65536 (0.1000061 for p = 0.1) and the kept ones
-    are scaled by exactly 1 / (1 - that), so the expectation is still x. Seeded by
-    ``torch.manual_seed`` like any CPU draw. Elsewhere (CUDA, ``torch.compile``) it is
-    ``F.dropout``.
+    On the CPU (eager) the mask comes from 16-bit uniform integers, in about half of
+    ``F.dropout``'s time: an element is dropped with probability round(65536 p) / 65536 and the
+    kept ones scaled by 1 / (1 - that), so the expectation is still x.
     """
     rows = x.size(0) if rows is None else rows
     if not training or p == 0:
@@ -148,9 +137,8 @@ class FastGPT(GPT):
 
     @contextlib.contextmanager
     def compiled_regions(self):
-        """Inside the ``with``, the model ``torch.compile``d region by region: every block runs
-        one graph, compiled once for all of them (their parameters are its inputs), and L1
-        from the logits another; eager again after it (a chapter's later samples)."""
+        """Inside the ``with``, each block run as one graph compiled once for all of them, and L1
+        from the logits another; eager again after it."""
         for block in self.h:
             block.compile()
         self.compiled_loss = torch.compile(GPT.lm_loss)

@@ -1,15 +1,6 @@
-"""The layouts the results figures share (``plots``): bars by metric kind and rows of dots.
-
-* **Bars by metric kind** (Tables 2-5): accuracy, F1, Matthews and Pearson correlations are
-  different scales, so no two kinds share an axis: one column of axes per kind (``KINDS``),
-  each as wide as its tasks and labelled with its kind. Each reproduced bar carries its 95%
-  interval and, drawn on it, its two floors on the run's evaluation labels (``FLOORS``):
-  chance, answering at random, and the best score of giving one answer to every example
-  (``baselines.floors``). The paper's bars have neither: its test labels are not here.
-* **Rows of dots** (a forest plot): one panel per run, rows grouped under a bold name, each a
-  dot with its 95% interval as a horizontal bar and the paper's value, where it states one, as
-  an open diamond; a line at 0.
-"""
+"""The layouts the results figures share (``plots``): bars by metric kind (Tables 2-5: no two
+kinds share an axis; a reproduced bar carries its interval and its floors, the paper's neither)
+and rows of dots (a forest plot: each dot with its interval and the paper's value)."""
 
 from __future__ import annotations
 
@@ -49,7 +40,7 @@ def heading(ax_or_fig, text: str, width: int = 90, **kw) -> None:
 
 def bar(row: dict) -> tuple:
     """A reproduced bar from a ``final_metrics`` row: (value, lo, hi, chance, the one answer's
-    score), the floors on its evaluation labels (NaN where it kept none, as for F1's chance)."""
+    score)."""
     return row["value"], row["lo"], row["hi"], *floors(row["task"], row.get("outcome"))
 
 
@@ -59,8 +50,8 @@ def paper_bars(values: dict) -> dict:
 
 
 def grouped_bars(ax, tasks: list[str], series: dict) -> bool:
-    """Bars of each series (name -> task -> ``bar``'s tuple) over ``tasks`` side by side, each
-    with its 95% interval and its floors (``FLOORS``). Returns whether any interval was drawn."""
+    """Bars of each series (name -> task -> ``bar``'s tuple) over ``tasks`` side by side, with
+    intervals and floors. Returns whether any interval was drawn."""
     width = 0.8 / max(len(series), 1)
     x = np.arange(len(tasks))
     drew = False
@@ -86,8 +77,8 @@ def grouped_bars(ax, tasks: list[str], series: dict) -> bool:
 
 
 def kind_panels(panels: dict, tasks: list[str], width: float, height: float):
-    """``grouped_bars`` for each of ``panels`` (a name -> its series; a row of axes each), one
-    column of axes per metric kind. Returns the figure and whether any interval was drawn."""
+    """``grouped_bars`` for each of ``panels`` (a name -> its series) in a row, a column per
+    metric kind. Returns the figure and whether any interval was drawn."""
     kinds = {k: [t for t in tasks if PAPER_RESULTS[t][0] == k] for k in KINDS}
     kinds = {k: ts for k, ts in kinds.items() if ts}
     ratios = [len(ts) + 1 for ts in kinds.values()]  # each column as wide as its tasks

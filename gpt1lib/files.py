@@ -1,9 +1,6 @@
-"""Files a run writes, written atomically and read back with a clear error when not right.
-
-Every file is written beside its place and renamed onto it (``atomic_path``), so a crash leaves
-the old file or the new one; ``clean_leftovers`` removes what a crash mid-write left. A file
-whose bytes are not what was written is a ``CheckpointError`` naming it and the fix; nothing is
-unpickled. Imports none of the package's modules.
+"""Files a run writes, written atomically (``atomic_path``: beside their place, then renamed
+onto it) and read back with a ``CheckpointError`` naming a damaged file and the fix; nothing is
+unpickled. ``clean_leftovers`` removes what a crash mid-write left.
 """
 
 from __future__ import annotations
@@ -79,6 +76,14 @@ def load_array(path: Path, fix: str) -> np.ndarray:
     except (ValueError, OSError, EOFError) as e:
         why = "numpy reads it as pickled objects, which gpt1lib never loads: they can run code"
         raise damaged(path, why if "pickle" in str(e) else e, fix) from e
+
+
+def not_utf8(path: str | os.PathLike, e: UnicodeDecodeError) -> ValueError:
+    """The error for a text file ``path`` in another encoding than UTF-8, naming the fix."""
+    return ValueError(
+        f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it, e.g. "
+        f"iconv -f latin1 -t utf-8 '{path}' > utf8.txt (then give the converted file its name)"
+    )
 
 
 def write_failed(path: str | os.PathLike, e: OSError) -> OSError:

@@ -1,8 +1,5 @@
-"""What the recorded runs say about the paper's §5 findings, and what they cannot say.
-
-Each finding is held to one rule (``RULE``): the run's numbers with their paired intervals,
-the verdict, every confound in the records. Figure 2's points are ``evaluations``'.
-"""
+"""What the recorded runs say about the paper's §5 findings, each held to one rule (``RULE``):
+the run's numbers with their paired intervals, the verdict, every confound in the records."""
 
 from __future__ import annotations
 
@@ -20,9 +17,9 @@ from .evaluations import (
     heuristic_title,
     how_many,
     layer_transfer_points,
-    metric_of,
     one_answer,
     paired_mean,
+    task_differences,
     zero_shot_points,
 )
 from .facts import (
@@ -34,14 +31,14 @@ from .facts import (
     ZERO_SHOT_TASKS,
 )
 from .labels import pretrained, run_label
-from .paper import ablation_runs
+from .paper import FINDINGS, ablation_runs
 from .tasks import TASKS
 
 
 def _transfer_pairs(points: pd.DataFrame):
-    """Each run's and task's dev points of Figure 2 (left) with every block transferred and
-    with the embeddings only: (run, task, blocks, the one's row, the other's, the paired 95%
-    interval of their difference, None where a run kept no outcomes)."""
+    """Each run's and task's dev points of Figure 2 (left) with every block and with the
+    embeddings only: (run, task, blocks, the one's row, the other's, their difference's paired
+    interval or None)."""
     dev = points[points.split == "dev"]
     for (run, task), g in dev.groupby(["run", "task"], sort=False):
         by_k = {int(k): r for k, r in zip(g.n_transfer, g.to_dict("records"), strict=True)}
@@ -52,9 +49,8 @@ def _transfer_pairs(points: pd.DataFrame):
 
 
 def layer_transfer_gains(records) -> pd.DataFrame:
-    """Each run's and task's dev accuracy with every block transferred minus with the
-    embeddings only, its paired 95% interval, what the paper states of it, and why the
-    all-blocks score differs from the task's in Tables 2-4 where it does."""
+    """Each run's and task's dev accuracy with every block minus with the embeddings only, its
+    paired 95% interval, the paper's, and why the all-blocks score differs from Tables 2-4's."""
     tables = {(r["run"], r["task"]): r for r in final_metrics(records).to_dict("records")}
     rows = []
     for run, task, top, a, b, iv in _transfer_pairs(layer_transfer_points(records)):
@@ -92,10 +88,8 @@ RULE = (
     "difference lies on the paper's side with its paired 95% interval excluding 0, and at "
     "least a third of the size the paper claims where it claims one"
 )
-#: The fewest tasks a finding is read over once the tasks a compared model learned nothing on
-#: have left (``RULE``, part 2).
+#: The fewest tasks a finding is read over (``RULE``, part 2).
 LEAST_LEFT = {"pre-training": 4, "zero-shot": 2, "layer transfer": 1, "transformer over LSTM": 4}
-#: The paper's Table 5 gap that the pre-training finding must reach a third of.
 PAPER_PRETRAINING = (
     PAPER_TABLE5_AVG["Transformer w/ aux LM (full)"]
     - PAPER_TABLE5_AVG["Transformer w/o pre-training"]
@@ -112,10 +106,9 @@ TARGETS = {
 
 
 def verdict(checks: list[tuple], treatment: list[str], left: int = 1, least: int = 1) -> str:
-    """``RULE``: "yes", or "not shown (why)". ``checks``: (what, value, lo, hi, least size),
-    each a difference the paper says is positive (the size: what it must reach, or None);
-    ``treatment``: the treatment confounds found; ``left``: the tasks left where the compared
-    model learned, of which the finding needs ``least``."""
+    """``RULE``: "yes", or "not shown (why)". ``checks``: (what, value, lo, hi, least size or
+    None), each a difference the paper says is positive; ``treatment``: the treatment confounds;
+    ``left``: the tasks left where the compared model learned, of which it needs ``least``."""
     why = [f"{len(treatment)} treatment confound{'s' * (len(treatment) > 1)}"] if treatment else []
     if left < least:
         why.append(f"{left} task{'s' * (left != 1)} left where both learned, {least} needed")
@@ -136,28 +129,21 @@ def _fmt(value: float, lo: float, hi: float) -> str:
 
 
 def _difference(rows_a: dict, rows_b: dict, tasks) -> tuple[float, float, float, list] | None:
-    """``evaluations.paired_mean`` of a - b over ``tasks`` (None where a pair has no paired
-    outcomes), and each task's (task, difference, lo, hi)."""
+    """``paired_mean``'s mean, lo, hi (None without paired outcomes), and ``task_differences``."""
     got = paired_mean(rows_a, rows_b, tasks)
     if got is None or got[2] is None:
         return None
     common, mean, lo, hi = got
-    per_task = []
-    for t in common:
-        a, b = rows_a[t], rows_b[t]
-        iv = difference_interval(metric_of(t), a["outcome"], b["outcome"]) or (np.nan, np.nan)
-        per_task.append((t, a["value"] - b["value"], *iv))
-    return mean, lo, hi, per_task
+    return mean, lo, hi, task_differences(rows_a, rows_b, common)
 
 
 # ---------------------------------------------------------------- confounds, from the records
 
 
 def learned_nothing(name: str, rows: dict, tasks, below_chance: bool = True) -> dict[str, str]:
-    """Task -> why, for each of ``tasks`` on which the model ``name`` (its rows by task, with
-    ``value``, ``lo``, ``hi`` and ``outcome``) learned nothing measurable: one answer to 90% of
-    the examples or more (``evaluations.NEARLY_ONE``), or (``below_chance``) a score whose
-    interval lies below chance (``RULE``, part 2)."""
+    """Task -> why, for each of ``tasks`` on which the model ``name`` (its rows by task) learned
+    nothing measurable: one answer to ``NEARLY_ONE`` of the examples, or (``below_chance``) an
+    interval below chance."""
     out = {}
     for t in (t for t in tasks if t in rows):
         r, title = rows[t], TASKS[HEURISTICS.get(t, t)].title
@@ -173,16 +159,14 @@ def learned_nothing(name: str, rows: dict, tasks, below_chance: bool = True) -> 
     return out
 
 
-def _fewer_examples(arms: dict[str, dict], tasks) -> list[str]:
-    """Where an arm of ``arms`` (name -> task -> row with ``examples``) trained on fewer
-    examples of a task than the first arm."""
-    out, (_, first) = [], next(iter(arms.items()))
-    for name, rows in arms.items():
-        for t in (t for t in tasks if t in rows):
-            theirs, ours = first.get(t, {}).get("examples"), rows[t].get("examples")
-            if ours and theirs and ours < theirs:
-                title = TASKS[t].title
-                out.append(f"{name} trained on {ours:,} {title} examples, the other {theirs:,}")
+def _fewer_examples(name: str, rows: dict, first: dict, tasks) -> list[str]:
+    """Where the arm ``name`` (task -> row) trained on fewer examples than the ``first`` arm."""
+    out = []
+    for t in (t for t in tasks if t in rows):
+        theirs, ours = first.get(t, {}).get("examples"), rows[t].get("examples")
+        if ours and theirs and ours < theirs:
+            title = TASKS[t].title
+            out.append(f"{name} trained on {ours:,} {title} examples, the other {theirs:,}")
     return out
 
 
@@ -195,8 +179,7 @@ def _unequal(ups: dict) -> list[str]:
 
 
 def _searches(df: pd.DataFrame) -> dict[str, dict[str, tuple]]:
-    """run -> arm -> how its fine-tuning rate was searched (the rates, tasks and examples of
-    its selection records, ``selection``): what "chosen by the same search" compares."""
+    """run -> arm -> its selection records' (rate, examples): "chosen by the same search"."""
     out: dict[str, dict[str, set]] = {}
     for r in df[df.metric == "selection_score"].to_dict("records"):
         c = r["config"]
@@ -205,43 +188,31 @@ def _searches(df: pd.DataFrame) -> dict[str, dict[str, tuple]]:
     return {run: {arm: tuple(sorted(v)) for arm, v in arms.items()} for run, arms in out.items()}
 
 
-def _protocols(searched: dict, arm: str, title: str) -> list[str]:
-    """A treatment confound where the full row's rate and ``arm``'s were not chosen alike."""
-    full, theirs = searched.get("full"), searched.get(arm)
-    if full == theirs:  # the same search, or neither searched (the scale's protocol)
-        return []
-    return [f"the full row's and the {title} row's rates were not chosen by the same search"]
-
-
 # ---------------------------------------------------------------- each finding
 
 
-def _read(name: str, a: dict, b: dict, tasks, dropped: dict) -> tuple[str, list, int]:
-    """A finding over ``tasks`` as a page reads it: the mean difference a - b over all of them
-    and over those left once ``dropped`` (task -> why) have gone, the check of the latter and
-    how many tasks it is over."""
-    every, kept = _difference(a, b, tasks), [t for t in tasks if t not in dropped]
-    text = f"{_fmt(*every[:3])} over {len(every[3])} tasks"
-    if (left := _difference(a, b, kept) if kept else None) is None:
-        return text, [], 0
-    if dropped:
-        text += f"; {_fmt(*left[:3])} over the {len(left[3])} where both learned"
-    least = PAPER_PRETRAINING / 3 if name == "pre-training" else None
-    what = "the average where both learned" if dropped else "the average"
-    return text, [(what, *left[:3], least)], len(left[3])
-
-
-def _ablation_finding(name: str, methods: dict, other: str, ups: dict, searched: dict):
-    full = methods.get("Transformer w/ aux LM (full)", {})
-    theirs = methods.get(other, {})
-    if _difference(full, theirs, TABLE5_TASKS) is None:
+def _ablation_finding(name: str, methods: dict, ups: dict, searched: dict):
+    """A Table 5 finding (``paper.FINDINGS``) at one run: its text (over every task, and over
+    those left where both learned), verdict, treatment confounds and tasks left out."""
+    first, other, _ = FINDINGS[name]
+    full, theirs = methods.get(first, {}), methods.get(other, {})
+    if (every := _difference(full, theirs, TABLE5_TASKS)) is None:
         return None
     dropped = learned_nothing(other, theirs, [t for t in TABLE5_TASKS if t in full])
-    text, checks, left = _read(name, full, theirs, TABLE5_TASKS, dropped)
-    treatment = _fewer_examples({"full": full, other: theirs}, TABLE5_TASKS)
+    kept = [t for t in TABLE5_TASKS if t not in dropped]
+    text, checks = f"{_fmt(*every[:3])} over {len(every[3])} tasks", []
+    if (left := _difference(full, theirs, kept) if kept else None) is not None:
+        if dropped:
+            text += f"; {_fmt(*left[:3])} over the {len(left[3])} where both learned"
+        least = PAPER_PRETRAINING / 3 if name == "pre-training" else None
+        what = "the average where both learned" if dropped else "the average"
+        checks.append((what, *left[:3], least))
+    treatment = _fewer_examples(other, theirs, full, TABLE5_TASKS)
     treatment += _unequal(ups) if "LSTM" in other else []
-    treatment += _protocols(searched, ABLATIONS[other].split(":")[1], other)
-    said = verdict(checks, treatment, left, LEAST_LEFT[name])
+    if searched.get("full") != searched.get(ABLATIONS[other].split(":")[1]):
+        said = f"the full row's and the {other} row's rates were not chosen by the same search"
+        treatment.append(said)
+    said = verdict(checks, treatment, len(left[3]) if left else 0, LEAST_LEFT[name])
     return text, said, treatment, list(dropped.values())
 
 
@@ -270,13 +241,12 @@ def _zero_shot_finding(points: pd.DataFrame, ups: dict):
 
 def _transfer_finding(points: pd.DataFrame):
     parts, checks, dropped, treatment = [], [], [], []
-    for _, task, top, a, b, iv in _transfer_pairs(points):
+    for _, task, _, a, b, iv in _transfer_pairs(points):
         if iv is None:
             return None
         gain = a["value"] - b["value"]
         parts.append(f"{TASKS[task].title} {_fmt(gain, *iv)}")
-        arms = {f"{top} blocks": {task: a}, "the embeddings only": {task: b}}
-        treatment += _fewer_examples(arms, [task])
+        treatment += _fewer_examples("the embeddings only", {task: b}, {task: a}, [task])
         if nothing := learned_nothing("the embeddings only", {task: b}, [task]):
             dropped += nothing.values()
         else:
@@ -289,9 +259,8 @@ def _transfer_finding(points: pd.DataFrame):
 
 
 def findings(records) -> pd.DataFrame:
-    """The four findings at each recorded run, each held to ``RULE``: the run's numbers over all
-    tasks and over those where the compared model learned, with paired 95% intervals, the
-    verdict, the treatment confounds and the tasks left out, each with why."""
+    """The four findings at each recorded run, each held to ``RULE``: the run's numbers with
+    paired 95% intervals, the verdict, the treatment confounds and the tasks left out."""
     df = frame(records)
     cols = ["run", "finding", "run's", "target", "verdict", "treatment confounds", "left out"]
     if df.empty or "metric" not in df.columns:
@@ -302,14 +271,10 @@ def findings(records) -> pd.DataFrame:
     for run in dict.fromkeys([*ablations, *zero.run, *transfer.run]):
         methods, ups, s = ablations.get(run, {}), pre.get(run, {}), searched.get(run, {})
         found = {
-            "pre-training": _ablation_finding(
-                "pre-training", methods, "Transformer w/o pre-training", ups, s
-            ),
+            "pre-training": _ablation_finding("pre-training", methods, ups, s),
             "zero-shot": _zero_shot_finding(zero[zero.run == run], ups),
             "layer transfer": _transfer_finding(transfer[transfer.run == run]),
-            "transformer over LSTM": _ablation_finding(
-                "transformer over LSTM", methods, "LSTM w/ aux LM", ups, s
-            ),
+            "transformer over LSTM": _ablation_finding("transformer over LSTM", methods, ups, s),
         }
         for name, got in found.items():
             if got is not None:
@@ -321,9 +286,8 @@ def findings(records) -> pd.DataFrame:
 
 
 def zero_shot_last(records) -> pd.DataFrame:
-    """Each run's and model's zero-shot scores at its last checkpoint: the raw score (the task's
-    metric) with its 95% interval beside random guessing, or the one answer it gave to every
-    example; a heuristic has learned something where the interval lies above random."""
+    """Each run's and model's zero-shot scores at its last checkpoint with their 95% intervals
+    (or the one answer given to every example), beside random guessing."""
     pts = zero_shot_points(records)
     last = pts[pts.step == pts.groupby(["run", "model"]).step.transform("max")]
     cells = [

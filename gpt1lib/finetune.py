@@ -2,12 +2,11 @@
 
     L2(C) = sum log P(y | x^1..x^m)      L3(C) = L2(C) + lambda * L1(C),  lambda = 0.5
 
-A run (``FinetuneRun``: the task, the protocol ``FinetuneConfig``, its examples, where its
-records go) is one call of ``finetune``, whose loop reads top to bottom: a task model from the
-pre-trained one (``heads.build_task_model``, layer transfer there), the examples encoded once,
-then each epoch its updates and, after it, its scores (``scoring``). The loss is
-``mean(task loss) + lambda * mean(per-sequence mean LM loss over the whole transformed
-sequence)``, as in the released code (``loss.task_loss``).
+A run (``FinetuneRun``) is one call of ``finetune``: a task model from the pre-trained one
+(``heads.build_task_model``, layer transfer there), the examples encoded once, then each epoch
+its updates and its scores (``scoring``). The loss is ``mean(task loss) + lambda *
+mean(per-sequence mean LM loss over the whole transformed sequence)``, as in the released code
+(``loss.task_loss``).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from .records import PER_EXAMPLE, append_records, make_record, per_example_recor
 from .runtime import (
     attention_backends,
     attention_name,
+    fitting,
     pad_multiple,
     pick_device,
     pick_precision,
@@ -46,22 +46,14 @@ from .runtime import (
 from .scoring import encode_all, evaluate
 from .settings import FinetuneConfig
 from .steps import GraphedSteps, graphs_pay
-from .tasks import (
-    Example,
-    TaskSpec,
-    compute_metrics,
-    data_location,
-    get_task,
-    load_examples,
-)
+from .tasks import Example, TaskSpec, compute_metrics, data_location, get_task, load_examples
 from .transforms import batches, collate
 
 
 @dataclass
 class FinetuneResult:
-    """A run's metrics and model. Nothing is selected on any split: the result is the last
-    epoch's (the paper's recipe is a fixed 3 epochs), never the best epoch of the split it
-    reports."""
+    """A run's metrics and model: the last epoch's (the paper's fixed 3), never the best
+    epoch of the split it reports."""
 
     task: str
     metrics: pd.DataFrame  # epoch, split, metric, value
@@ -74,11 +66,10 @@ class FinetuneResult:
 
 @dataclass(frozen=True)
 class FinetuneRun:
-    """One fine-tuning run: the task, the protocol (``cfg``), the examples it trains and is
-    scored on, where it started and where its records go. The examples are loaded from
-    ``source`` (``limit`` and ``eval_limit`` subsample with the seed; ``eval_split`` overrides
-    the task's; ``also``: tasks sharing the training data, scored by the same model after the
-    last epoch, MNLI-mm beside MNLI-m), or given as ``examples`` (train, {split: examples})."""
+    """One fine-tuning run. The examples are loaded from ``source`` (``limit`` and
+    ``eval_limit`` subsample with the seed; ``eval_split`` overrides the task's; ``also``: tasks
+    sharing the training data, scored by the same model after the last epoch, MNLI-mm beside
+    MNLI-m), or given as ``examples`` (train, {split: examples})."""
 
     task: str | TaskSpec | None = None  # None: a template, each run's task set where it runs
     cfg: FinetuneConfig = FinetuneConfig()
@@ -123,8 +114,8 @@ class FinetuneRun:
 
 @dataclass
 class RunData:
-    """A run's examples: trained on, scored each epoch (``evals``), scored beside after the last
-    epoch (``beside``, by task), and where they came from for the records."""
+    """A run's examples: trained on, scored each epoch, scored beside after the last (by task),
+    and where they came from."""
 
     train: Sequence[Example]
     evals: dict[str, Sequence[Example]]
@@ -135,11 +126,9 @@ class RunData:
 
 def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     """Fine-tune ``pretrained`` on ``run``'s task with L3 and score it: its evaluation splits
-    after each epoch (the last alone without ``cfg.score_every_epoch``), the tasks scored beside
-    it after the last. With ``run.out_dir``, the records go to ``out_dir/records.jsonl``: each
-    split's metrics, the training losses L3, L2 and L1 of each epoch, and after the last epoch
-    each scored example's prediction (``per_example_record``).
-    """
+    after each epoch (the last alone without ``cfg.score_every_epoch``), the tasks beside it
+    after the last. With ``run.out_dir``, the records go to ``out_dir/records.jsonl``: each
+    split's metrics, each epoch's L3, L2 and L1, and each scored example's prediction."""
     spec, cfg, data = run.spec, run.cfg, run.load()
     check_tokenizer(tok, pretrained, "fine-tune with the model's own tokenizer")
     device, t_start = pick_device(run.device), time.perf_counter()
@@ -179,15 +168,13 @@ def finetune(pretrained, tok, run: FinetuneRun) -> FinetuneResult:
     bar.close()
     if steps.graphs:
         steps.graphs.close()
-    log.beside(tok, precision, steps)
-    return log.result(time.perf_counter() - t_start)
+    return log.result(tok, precision, steps)
 
 
 class Updates:
-    """A run's updates (``train_step``, or on CUDA each batch shape's graph, ``steps``), their
-    losses summed on the device, the first non-finite one an error (checked every ``CHECK``
-    updates and at each epoch's end), and where the GPU runs out of memory the batch split into
-    ``split`` micro-batches whose gradients add up to the same update."""
+    """A run's updates (``train_step``, or on CUDA each batch shape's graph), their losses
+    summed on the device, the first non-finite one an error (checked every ``CHECK`` updates),
+    and out of GPU memory the batch split into ``split`` micro-batches (the same update)."""
 
     CHECK = 32
 
@@ -206,17 +193,20 @@ class Updates:
             out = self.graphs.step(self.batch(items), lr)
             if out is not None:
                 return self._updated(out, lr)
-        while True:
-            m = -(-len(items) // self.split)  # examples a micro-batch
-            chunks = [items[i : i + m] for i in range(0, len(items), m)]
+        check = self.done == 0
+
+        def step(chunks: list[list]) -> None:
+            self.opt.zero_grad(set_to_none=True)  # what an update out of memory left
             losses = (self._loss(c, len(c) / len(items)) for c in chunks)
-            try:
-                check = self.done == 0
-                train_step(self.model, self.opt, lr, losses, cfg.grad_clip, self.scaler, check)
-                break
-            except torch.cuda.OutOfMemoryError as e:
-                self.opt.zero_grad(set_to_none=True)
-                self._smaller(items, e)
+            train_step(self.model, self.opt, lr, losses, cfg.grad_clip, self.scaler, check)
+
+        split = fitting(items, step, self._alone, self.split)
+        if split != self.split:
+            self.split = split
+            print(
+                f"{self.run.spec.name}: out of GPU memory at batch {len(items)}: each update now "
+                f"in {split} micro-batches (the same update; recorded)"
+            )
         self._updated(None, lr)
 
     def _updated(self, losses: torch.Tensor | None, lr: float) -> None:
@@ -253,19 +243,11 @@ class Updates:
         self._add(parts)
         return parts[0]
 
-    def _smaller(self, items: list, e: Exception) -> None:
-        spec = self.run.spec
-        if self.split >= len(items):
-            n = max(len(s) for it in items for s in it.seqs)
-            raise RuntimeError(
-                f"{spec.name}: one example of up to {n} tokens a sequence runs out of GPU memory "
-                "even alone: lower FinetuneConfig.max_len, or use a GPU with more memory"
-            ) from e
-        torch.cuda.empty_cache()
-        self.split = min(self.split * 2, len(items))
-        print(
-            f"{spec.name}: out of GPU memory at batch {len(items)}: each update now in "
-            f"{self.split} micro-batches (the same update; recorded)"
+    def _alone(self, items: list) -> str:
+        n = max(len(s) for it in items for s in it.seqs)
+        return (
+            f"{self.run.spec.name}: one example of up to {n} tokens a sequence runs out of GPU "
+            "memory even alone: lower FinetuneConfig.max_len, or use a GPU with more memory"
         )
 
     def check(self) -> None:
@@ -280,9 +262,8 @@ class Updates:
 
 
 def _encoded(model: TaskModel, task: TaskSpec, tok, train, evals: dict, cfg: FinetuneConfig):
-    """The §3.3 encodings a run trains and scores on (truncations warned of), the scored ones
-    by split (``cfg.eval_train_examples`` of the training examples as "train"), and the ids
-    of the examples each scored split holds, in order."""
+    """The §3.3 encodings a run trains on, those it scores by split (with
+    ``cfg.eval_train_examples`` training examples as "train"), and their examples' ids."""
     n_ctx = model.transformer.config.n_ctx
     train_items = encode_all(train, task, tok, n_ctx)
     eval_items = {k: encode_all(v, task, tok, n_ctx) for k, v in evals.items()}
@@ -297,8 +278,7 @@ def _encoded(model: TaskModel, task: TaskSpec, tok, train, evals: dict, cfg: Fin
 
 
 class _RunLog:
-    """What a run records: its provenance, the metrics and losses of each epoch, each scored
-    example's outcome after the last, the tasks scored beside, and its result."""
+    """What a run records, and its result."""
 
     def __init__(self, run: FinetuneRun, model: TaskModel, data: RunData, device, t_start) -> None:
         spec, cfg = run.spec, run.cfg
@@ -340,10 +320,10 @@ class _RunLog:
             exs = map(repr, self.data.evals[first])  # an example's every field: the same input
             self.last = dict(zip(exs, zip(*scored[first][1:], strict=True), strict=True))
 
-    def beside(self, tok, precision, steps: Updates) -> None:
-        """After the last epoch: the seconds of the set-up and of the updates (an epoch's
-        ``wall_time`` counts from the set-up's end), the updates replayed as graphs, the shapes
-        that failed to be, the micro-batches out of GPU memory, and the tasks scored beside."""
+    def result(self, tok, precision, steps: Updates) -> FinetuneResult:
+        """After the last epoch: the records of the seconds of the set-up and of the updates, of
+        the graphs' replays and failures, the micro-batches out of GPU memory, and the tasks
+        beside, written; the run's result."""
         fields = {**self.base, "split": "train_loss", "step": self.run.cfg.epochs}
         times = {"setup_seconds": self.setup_time, "update_seconds": self.train_time}
         self.parts += [make_record(m, v, **fields) for m, v in times.items()]
@@ -367,8 +347,7 @@ class _RunLog:
             fields = {k: v for k, v in fields.items() if k not in ("metric", "value", PER_EXAMPLE)}
             self.besides += [make_record(m, v, **fields) for m, v in metrics.items()]
             self.besides.append(per_example_record(preds, labels, uids, **fields))
-
-    def result(self, wall: float) -> FinetuneResult:
+        wall = time.perf_counter() - self.t0 + self.setup_time
         records = self.records + self.outcomes + self.parts + self.besides
         if self.run.out_dir:
             append_records(Path(self.run.out_dir) / "records.jsonl", records)

@@ -4,28 +4,20 @@ FLOPs, the model FLOPs of PaLM (Chowdhery et al. 2022, appendix B), no recomputa
 
     per token, forward + backward = 6 * N + 12 * n_layer * T * d
 
-N = the parameters of the blocks (every weight, bias and LayerNorm gain: 85,054,464 at the
-paper's preset) plus n_tokens * d for the output matmul h_n W_e^T (the tied head is a matmul even
-though it adds no parameters): 116,141,568 at the paper's preset. The position embedding and the
-token lookup do no matmul and are not counted. 12 * n_layer * T * d is attention's QK^T and AV:
-2 * 2 * T * d per token and layer forward, twice that backward, counting the causal mask's zeros
-as PaLM does. The real vocabulary counts, not the padded one (padding is work MFU does not credit).
+N = the blocks' parameters plus n_tokens * d for the tied output matmul (116,141,568 at the
+paper's preset; the embedding lookups do no matmul); 12 * n_layer * T * d is attention's QK^T and
+AV, the causal mask's zeros counted as PaLM does; the real vocabulary counts, not the padded one.
 
-MFU = FLOPs per token x tokens per second / peak. The peak: on CUDA the device's dense bf16
-tensor-core rate from ``PEAK_TFLOPS`` by device name (the T4's fp16), else a measured bf16
-matmul; on the CPU a measured float32 matmul (2048^3 ``torch.matmul``, best of five), so CPU MFU
-says how close a step comes to this machine's own matmul speed.
+MFU = FLOPs per token x tokens per second / peak: on CUDA the data-sheet dense bf16 rate
+(``PEAK_TFLOPS``), else a measured bf16 matmul; on the CPU a measured float32 matmul.
 """
 
 from __future__ import annotations
 
-import math
-import time
-
 import torch
 
 from .model import GPTConfig
-from .runtime import synchronize
+from .runtime import timed
 
 #: Dense bf16 tensor-core peaks in TFLOP/s (fp16 for the T4, which has no bf16), from the
 #: vendors' data sheets, without sparsity; matched in order against the CUDA device's name.
@@ -63,14 +55,8 @@ def measured_matmul_tflops(
     """The best rate of an n x n x n ``torch.matmul`` in ``dtype`` on ``device``, in TFLOP/s."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b
-    synchronize(device)
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        synchronize(device)
-        best = min(best, time.perf_counter() - t0)
+    a @ b  # warm-up
+    best = min(timed(lambda: a @ b, device)[0] for _ in range(repeats))
     return 2 * n**3 / best / 1e12
 
 
@@ -87,10 +73,7 @@ def peak_tflops(device: torch.device) -> tuple[float, str]:
     """The peak that MFU divides by, in TFLOP/s, and where it comes from."""
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
-        known = table_peak(name)
-        if known:
-            return known
-        return (
+        return table_peak(name) or (
             measured_matmul_tflops(device, torch.bfloat16, 8192),
             f"{name}: measured bf16 matmul, 8192^3 (not in PEAK_TFLOPS)",
         )

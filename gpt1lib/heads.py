@@ -2,16 +2,14 @@
 
     P(y | x^1..x^m) = softmax(h_l^m W_y)
 
-``h_l^m`` is the final block's state at the ``_classify_`` token of each sequence (never "the
-last index" of a padded batch). The only new parameters are W_y and the embeddings of the three
-special tokens. Heads, as in the released code: classification and entailment read one extract
-vector; similarity ADDS the extract vectors of its two orders, then W_y; multiple choice maps
-each answer's extract vector to one scalar and takes a softmax over the answers, with ONE
+``h_l^m`` is the final block's state at each sequence's ``_classify_`` token. The only new
+parameters are W_y and the three special tokens' embeddings. As in the released code,
+classification and entailment read one extract vector; similarity ADDS those of its two orders;
+multiple choice maps each answer's to one scalar, softmax over the answers, with ONE
 classifier-dropout mask shared by an example's answers. STS-B's head and loss: ``loss``.
 
-Layer transfer (§5, Figure 2 left), the released code's meaning: ``n_transfer = K`` copies the
-embeddings and the first K blocks; K = 0 copies the embeddings only; K = -1 copies nothing.
-What is not copied keeps its fresh N(0, 0.02) initialisation.
+Layer transfer (§5): ``n_transfer = K`` copies the embeddings and the first K blocks (0: the
+embeddings only, -1: nothing); the rest keeps its fresh N(0, 0.02) initialisation.
 """
 
 from __future__ import annotations
@@ -22,8 +20,9 @@ import torch
 from torch import nn
 
 from .fast import FastGPT
-from .loss import REGRESSIONS, STSB_CLASSES
+from .loss import STSB_CLASSES
 from .model import GPT
+from .settings import REGRESSIONS
 from .steps import seeded_build
 from .tasks import TaskSpec
 from .tokenizer import SPECIAL_TOKENS
@@ -117,9 +116,9 @@ def transfer(src, dst, n_transfer: int | None) -> list[str]:
 
 
 def build_task_model(pretrained, task: TaskSpec, protocol) -> TaskModel:
-    """A fresh N(0, 0.02) model of ``pretrained``'s kind (GPT-1, run as ``FastGPT``, or the
-    LSTM) with the special tokens, given ``protocol.n_transfer`` layers of ``pretrained``, and
-    a new head W_y for ``task`` (``protocol``: a ``finetune.FinetuneConfig``)."""
+    """A fresh model of ``pretrained``'s kind (GPT-1 run as ``FastGPT``, or the LSTM) with the
+    special tokens, ``protocol.n_transfer`` layers of ``pretrained`` (a ``FinetuneConfig``) and a
+    new head W_y for ``task``."""
     cfg = pretrained.config
     n_special = max(cfg.n_special, len(SPECIAL_TOKENS))
     n_ctx = min(cfg.n_ctx, protocol.max_len or cfg.n_ctx)

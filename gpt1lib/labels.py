@@ -1,11 +1,5 @@
-"""How the results pages name a run, and say where, how and how long it ran.
-
-A recorded run is one column of a table and one panel or curve of a figure; ``run_label``
-names it so that two reruns never share a column, and never by what a recorded run chose for
-itself (its training examples are its data, shown in a column of their own). What these say is
-in a reader's words: the machinery's (a recorded run's units, its offline bundle) stays in
-results/README.md.
-"""
+"""How the results pages name a run (``run_label``: two reruns never share a column), and say
+where, how and how long it ran, in a reader's words."""
 
 from __future__ import annotations
 
@@ -28,8 +22,7 @@ EVAL_SPLIT_NOTES = {
     "qqp": "dev (no dev file: 1,000 held-apart train pairs)",
     "story_cloze": "test, or where there is none (the recorded runs) half of the 2016 val file",
 }
-#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how
-#: (``settings``: each field's ``label``), in the order ``FinetuneConfig`` declares them.
+#: Fine-tuning settings a run label names where they differ from the scale's recipe, and how.
 _SETTINGS = {f.name: f.metadata["label"] for f in fields(FinetuneConfig) if "label" in f.metadata}
 
 
@@ -39,8 +32,8 @@ def _varied(kind: str) -> tuple[str, ...]:
 
 
 def device_label(device: str) -> str:
-    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)", and for "cpu (x86_64, 2 threads)"
-    (torch runs one thread a core unless told otherwise); a GPU's name as it is."""
+    """ "2 CPU cores" for "cpu (x86_64, 2 threads, 2 cores)" or "cpu (x86_64, 2 threads)"; a
+    GPU's name as it is."""
     if not device.startswith("cpu ("):
         return device
     parts = device.rstrip(")").split(", ")
@@ -50,8 +43,7 @@ def device_label(device: str) -> str:
 
 
 def _differences(rec: dict, config: dict) -> list[str]:
-    """The fine-tuning settings of ``rec`` that differ from its scale's recipe (``SCALES``; for
-    a Table 5 row, the protocol the scale chose for that row, ``Scale.finetune_for``)."""
+    """``rec``'s fine-tuning settings off its scale's recipe (a Table 5 row: off its row's)."""
     scale = SCALES.get(str(rec.get("scale")))
     if scale is None:
         return []
@@ -83,10 +75,8 @@ def _differences(rec: dict, config: dict) -> list[str]:
 
 def run_label(rec) -> str:
     """How a table or figure names the run a number came from, e.g. "cpu run, 2 CPU cores,
-    commit 659788c, seed 0", then every fine-tuning setting a user changed from the scale's
-    recipe, so that two reruns never share a column. An experiment that varies a setting itself
-    (layer transfer: the blocks) keeps one label for all its points, and so does a recorded run
-    (``harness.runner``) whatever examples it chose for each task."""
+    commit 659788c, seed 0", then every fine-tuning setting changed from the scale's recipe
+    (not those an experiment varies itself, nor a recorded run's choice of examples)."""
     device = device_label(str(rec.get("device") or "?"))
     sha, _, dirty = str(rec.get("commit") or "?").partition("+")
     commit = sha[:7] + (f"+{dirty}" if dirty else "")
@@ -101,9 +91,8 @@ def run_label(rec) -> str:
 
 
 def short_names(labels) -> dict[str, str]:
-    """A short name for each run label, for a table's column heads: its first part ("cpu
-    run"), and where several labels share that, the parts that tell them apart ("cpu run,
-    seed 1")."""
+    """A short name for each run label: its first part ("cpu run"), and where several share
+    that, the parts that tell them apart ("cpu run, seed 1")."""
     labels = list(dict.fromkeys(labels))
     parts = {label: label.split(", ") for label in labels}
     out = {}
@@ -114,14 +103,13 @@ def short_names(labels) -> dict[str, str]:
     return out
 
 
-#: A run label at the start of a table's column head, row name or ``run`` cell ("cpu run, 2 CPU
-#: cores, commit 9f484a9, seed 0", alone or before ": <row>" or " · <what>").
+#: A run label at the start of a column head, row name or ``run`` cell (before ": " or " · ").
 _RUN = re.compile(rf"^((?:{'|'.join(SCALES)}) run, [^:·]*?)(?=$|: | · )")
 
 
 def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """``table`` with each run label in its heads, row names and ``run`` column cut to its
-    ``short_names`` name, and the line that says which run each short name is."""
+    """``table`` with each run label cut to its ``short_names`` name, and the line that says
+    which run each short name is."""
     texts = [*map(str, table.columns), *map(str, table.index.to_flat_index())]
     texts += list(table["run"].astype(str)) if "run" in table.columns else []
     names = short_names([m.group(1) for t in texts if (m := _RUN.match(t))])
@@ -138,20 +126,21 @@ def short_runs(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return table, "; ".join(f"{short}: {full}" for full, short in names.items())
 
 
-#: Where each scale runs, for a chapter's opening table (the recorded runs give their own).
+#: Where each scale runs, for a chapter's opening table.
 HARDWARE = {
     "smoke": "any CPU",
     "cpu": "a CPU (2 cores for the recorded run)",
     "small": "one GPU",
     "paper": "one GPU to fine-tune from the released weights; many to pre-train",
 }
-#: Parameters every recorded chapter gets, not worth repeating in its opening table.
+#: What a chapter's table says of a scale with no record of it.
+NOT_RECORDED = {"smoke": "seconds to a minute (the book build)"}
+#: Parameters every recorded chapter gets.
 _ROUTINE = {"scale", "out_dir", "results_dir", "source", "corpus"}
 
 
 def _how(entry: dict) -> str:
-    """How a recorded chapter was run: "recorded run, commit abc1234", and the parameters it was
-    given, or that the runner ran it in one process."""
+    """How a recorded chapter was run: "recorded run, commit abc1234", and how."""
     params = entry.get("parameters", {})
     how = f"recorded run, commit {str(entry.get('commit'))[:7]}"
     offline = str(params.get("source", "")).startswith("bundle")  # harness.bundle's copy
@@ -167,21 +156,19 @@ def _how(entry: dict) -> str:
 
 
 def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None):
-    """The table a chapter (a notebook's name, e.g. "10_layer_transfer") opens with: how long it
-    took at each scale and on what, from each recorded run's ``results/<scale>/manifest.json``."""
+    """The table a chapter (e.g. "10_layer_transfer") opens with: how long it took at each scale
+    and on what, from each recorded run's ``results/<scale>/manifest.json``."""
     root = paths.results_dir(results_dir)
     rows = {}
     for scale in SCALES:
-        manifest_path = root / scale / "manifest.json"
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-        entry = manifest.get(chapter)
-        if entry is None:
-            planned = any(
-                {"budget", "recipe"} & set(e.get("parameters", {})) for e in manifest.values()
-            )
-            when = {"smoke": "seconds to a minute (the book build)"}.get(scale, "not recorded yet")
-            if planned:  # a recorded run of the scale, which runs the chapters' training alone
+        path = root / scale / "manifest.json"
+        manifest = json.loads(path.read_text()) if path.is_file() else {}
+        if (entry := manifest.get(chapter)) is None:
+            # a recorded run of the scale by harness.runner runs the chapters' training alone
+            if any({"budget", "recipe"} & set(e.get("parameters", {})) for e in manifest.values()):
                 when = "not part of the recorded run"
+            else:
+                when = NOT_RECORDED.get(scale, "not recorded yet")
             rows[scale] = (HARDWARE[scale], when, "")
             continue
         devices = read_records(root / scale).get("device", pd.Series(dtype=object)).dropna()
@@ -195,7 +182,7 @@ def chapter_times(chapter: str, results_dir: str | os.PathLike | None = None):
 
 def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per recorded run (``results/<scale>/``): its label, chapters, minutes, how it was
-    made, how far each model was pre-trained and where its fine-tuning started."""
+    made, its pre-training and where its fine-tuning started."""
     rows = []
     for manifest in sorted(paths.results_dir(results_dir).glob("*/manifest.json")):
         entries = json.loads(manifest.read_text())
@@ -211,22 +198,21 @@ def recorded_runs(results_dir: str | os.PathLike | None = None) -> pd.DataFrame:
                 "minutes": round(sum(e.get("wall_time_s", 0) for e in entries.values()) / 60),
                 "how it was made": _how(next(iter(entries.values()))).split(", with ")[0],
                 "pre-training": pretraining(recs),
-                "fine-tuning started from": fine_tuning_start(first) if len(tuned) else "none",
+                "fine-tuning started from": _start(first)[0] if len(tuned) else "none",
             }
         )
     return pd.DataFrame(rows)
 
 
-#: Each model's pre-training experiments.
-PRETRAIN_EXPERIMENTS = {"gpt": ("pretrain:gpt",), "lstm": ("pretrain:lstm",)}
+#: Each model's pre-training experiment.
+PRETRAIN_EXPERIMENTS = {"gpt": "pretrain:gpt", "lstm": "pretrain:lstm"}
 
 
 def pretrained(records: pd.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:
-    """run -> "gpt" or "lstm" -> (updates, tokens): how far each model of each run was
-    pre-trained, from its last training-loss record."""
+    """run -> "gpt" or "lstm" -> (updates, tokens) of its last training-loss record."""
     out: dict[str, dict[str, tuple[int, int]]] = {}
-    for arch, names in PRETRAIN_EXPERIMENTS.items():
-        loss = records[records.experiment.isin(names) & (records.metric == "train_loss")]
+    for arch, name in PRETRAIN_EXPERIMENTS.items():
+        loss = records[(records.experiment == name) & (records.metric == "train_loss")]
         for r in loss.to_dict("records"):
             c = r["config"] if isinstance(r.get("config"), dict) else {}
             block = c.get("pretrain", {}).get("batch_size", 0)
@@ -238,15 +224,14 @@ def pretrained(records: pd.DataFrame) -> dict[str, dict[str, tuple[int, int]]]:
 
 
 def pretraining(records: pd.DataFrame) -> str:
-    """How far each model of a recorded run (one folder's records) was pre-trained: updates,
-    tokens and the last validation perplexity, e.g. "GPT 2,500 updates (82 M tokens,
-    perplexity 60.3)"."""
+    """How far each model of a recorded run was pre-trained, e.g. "GPT 2,500 updates (82 M
+    tokens, perplexity 60.3)"."""
     parts, runs = [], pretrained(records).values()
-    for arch, names in PRETRAIN_EXPERIMENTS.items():
+    for arch, name in PRETRAIN_EXPERIMENTS.items():
         if not (got := [v[arch] for v in runs if arch in v]):
             continue
         updates, tokens = max(got)
-        ppl = records[records.experiment.isin(names) & (records.metric == "val_ppl")]
+        ppl = records[(records.experiment == name) & (records.metric == "val_ppl")]
         said = [f"{tokens / 1e6:,.0f} M tokens"] * bool(tokens)
         said += [f"perplexity {ppl.loc[ppl.step.idxmax()].value:,.1f}"] * (not ppl.empty)
         parts.append(f"{arch.upper()} {updates:,} updates ({', '.join(said)})")
@@ -257,44 +242,38 @@ def pretraining(records: pd.DataFrame) -> str:
 STARTS = {"released": "GPT-1's released weights", "pretrain": "this book's pre-training run"}
 
 
-def _start(rec) -> tuple[str, str | None, str]:
-    """Where a record's fine-tuning started, in a reader's words; its ``init`` where that is
-    one of ``STARTS`` (else None); and a note where it is assumed. A recorded run's records
-    (``plan_part`` in their config) started from the GPT the run pre-trained first; records
-    that name no ``init``, from the scale's default."""
+def _start(rec, updates: int | None = None) -> tuple[str, str | None]:
+    """Where a record's fine-tuning started, in a reader's words (with the ``updates`` of a
+    pre-training start, and a note where it is assumed), and its ``init`` where that is one of
+    ``STARTS`` (else None)."""
     config = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     scale = SCALES.get(str(rec.get("scale")))
+    note = ""
     if "plan_part" in config:  # harness.runner's records: its own words in ``init``
-        return "the GPT this run pre-trained first", "pretrain", ""
-    if config.get("init"):
+        where, init = "the GPT this run pre-trained first", "pretrain"
+    elif config.get("init"):
         init = str(config["init"])
-        return STARTS.get(init, init), init if init in STARTS else None, ""
-    if scale is None:
-        return "not recorded", None, ""
-    return STARTS[scale.init], scale.init, "the scale's default, which its records do not name"
-
-
-def fine_tuning_start(rec) -> str:
-    """Where the fine-tuning of a record's run started (``_start``), e.g. "GPT-1's released
-    weights"."""
-    where, _, note = _start(rec)
-    return f"{where} ({note})" if note else where
+        where, init = STARTS.get(init, init), init if init in STARTS else None
+    elif scale is None:
+        return "not recorded", None
+    else:
+        where, init = STARTS[scale.init], scale.init
+        note = " (the scale's default, which its records do not name)"
+    if init == "pretrain" and updates is not None:
+        where += f", {updates:,} updates"
+    return where + note, init
 
 
 def fine_tuning_starts(records: pd.DataFrame) -> str:
-    """One line: where each run's fine-tuning in ``records`` started (``fine_tuning_start``,
-    with the GPT's pre-training updates), beside where a chapter at the run's scale starts by
-    default (``Scale.init``), e.g. "small run: the GPT this run pre-trained first, 2,500
-    updates, where this chapter at small starts from GPT-1's released weights"."""
+    """One line: where each run's fine-tuning started, beside where a chapter at its scale
+    starts, e.g. "small run: the GPT this run pre-trained first, 2,500 updates, where this
+    chapter at small starts from GPT-1's released weights"."""
     tuned = records[records.experiment == "finetune"].to_dict("records")
     firsts = {run_label({**r, "config": {}}): r for r in reversed(tuned)}
     names, done = short_names(firsts), pretrained(records)
     parts = []
     for label, rec in reversed(firsts.items()):
-        where, init, note = _start(rec)
-        if init == "pretrain" and "gpt" in done.get(label, {}):
-            where += f", {done[label]['gpt'][0]:,} updates"
-        where += f" ({note})" if note else ""
+        where, init = _start(rec, done.get(label, {}).get("gpt", (None,))[0])
         scale = SCALES.get(str(rec.get("scale")))
         if scale is not None and init == scale.init:
             where += f", as this chapter at {scale.name} does"
@@ -305,11 +284,9 @@ def fine_tuning_starts(records: pd.DataFrame) -> str:
 
 
 def scores_caption(records: pd.DataFrame, tasks=(), mark: str = "") -> str:
-    """The caption of a fine-tuning chapter's table of the recorded runs' scores on its
-    ``tasks`` (``paper.summary_table``): what a cell is (``mark``: what its marks mean), which
-    of the tasks no recorded run fine-tuned (the table has no row for them), and where each
-    run's fine-tuning started (``fine_tuning_starts``; ``records``: all the recorded runs'
-    records, pre-training too)."""
+    """The caption of a fine-tuning chapter's ``paper.summary_table`` of the recorded runs
+    (``records``, pre-training too) on its ``tasks``: what a cell is (``mark``: what its marks
+    mean), which tasks no recorded run fine-tuned, and where each run's fine-tuning started."""
     tuned = records[records.experiment == "finetune"]
     if tuned.empty:
         return "no recorded run has fine-tuned these tasks"

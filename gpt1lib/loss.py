@@ -2,14 +2,11 @@
 (``fused_lm_loss``), and the fine-tuning objective of §3.2, L3 = L2 + lambda * L1 (``task_loss``).
 
 STS-B's gold label is a score in [0, 5]. The paper does not say how it was trained; the
-released code does in part: utils.py defines ``stsb_label_encoding``, the soft labels of the
-Tree-LSTM paper (Tai, Socher & Manning 2015) over 6 classes, and train.py sets the training
-labels ``trYt`` to the labels themselves for every task but STS-B (``if dataset != 'stsb'``).
-That is the default here (``regression="soft_labels"``): W_y gives 6 logits, the loss is Tai et
-al.'s KL divergence from the soft label to the softmax, and the prediction is the softmax's
-expected score, ``sum_i i * p_i`` (Tai et al.'s). The released code keeps neither its loss nor
-its prediction for STS-B, so those two follow Tai et al. ``regression="mse"`` is the other
-head: one output, trained on the squared error to the gold score.
+released code defines ``stsb_label_encoding`` (utils.py), the soft labels of Tai, Socher &
+Manning (2015) over 6 classes, and uses it for STS-B's training labels (train.py). That is the
+default (``regression="soft_labels"``): 6 logits, Tai et al.'s KL divergence from the soft label
+to the softmax, and their prediction, the softmax's expected score (the released code keeps
+neither). ``regression="mse"``: one output, the squared error to the gold score.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from .runtime import capturing
-from .settings import REGRESSIONS
 
 #: Elements of one chunk of logits in ``fused_lm_loss`` (128 MB in float32): the loss never
 #: holds more than two such chunks at once, whatever the batch.
@@ -31,11 +27,9 @@ LOSS_CHUNK_ELEMENTS = 2**25
 class _LinearCrossEntropy(torch.autograd.Function):
     """sum_i w_i * CE(h_i W^T, t_i) over rows i, the logits made and dropped one chunk at a time.
 
-    The gradients are computed in the forward pass, chunk by chunk (softmax minus one-hot, times
-    W and times h), so the backward pass only scales them: the (rows, vocabulary) logits, their
-    log-softmax and their gradient never exist at full size. Log-softmax is float32 whatever the
-    matmul's dtype. Rows of W past ``n_valid`` are padding: their logits are set to -inf, so
-    they have probability 0 and get no gradient.
+    The gradients are computed in the forward pass, chunk by chunk, so the backward pass only
+    scales them: the full logits and their gradient never exist. Rows of W past ``n_valid`` are
+    padding: logits -inf, probability 0, no gradient.
     """
 
     @staticmethod
@@ -88,20 +82,15 @@ def fused_lm_loss(
     reduction: Literal["mean", "mean_of_sequences"] = "mean",
     n_tokens: int | None = None,
 ) -> torch.Tensor:
-    """L1 as a loss from the final hidden states, equal to
-    ``lm_loss(hidden @ W.T, targets, mask)`` but without the full (B, T, V) logits.
+    """L1 from the final hidden states, equal to ``lm_loss(hidden @ W.T, targets, mask)``
+    without the full (B, T, V) logits.
 
-    ``hidden`` (B, T, d); ``W`` (V', d) the output layer, perhaps padded (``head_matrix``), of
-    which only the first ``n_tokens`` rows are tokens; ``targets`` (B, T') with T' <= T: the
-    logits at position t predict ``targets[:, t]``; ``mask`` (B, T') marks the targets that
-    count, and only their rows are scored. ``reduction``: "mean" over the counted targets, or
-    "mean_of_sequences", each sequence's mean averaged over the sequences (the fine-tuning L1 of
-    §3.2, ``lm_loss(..., reduction="per_sequence").mean()``). Under autocast the matmuls run in
-    the autocast dtype and the log-softmax in float32.
-
-    It always runs eagerly, also inside a ``torch.compile``d model (the graph breaks around it):
-    compiled on CUDA (torch 2.11), the gradients it computes in its forward pass come out as
-    zeros; kept out of the graph they equal eager's (``tests/test_speed_paths.py``).
+    ``hidden`` (B, T, d); ``W`` (V', d) the output layer, perhaps padded (``head_matrix``), its
+    first ``n_tokens`` rows the tokens; ``targets`` (B, T'), T' <= T, the logits at t predicting
+    ``targets[:, t]``; ``mask`` (B, T') the targets that count. ``reduction``: "mean" over the
+    counted targets, or "mean_of_sequences" (the fine-tuning L1 of §3.2). Under autocast the
+    matmuls run in the autocast dtype, the log-softmax in float32. It always runs eagerly, also
+    in a compiled model: compiled on CUDA, the gradients of its forward pass came out as zeros.
     """
     B, Tt = targets.shape
     if hidden.dim() != 3 or hidden.size(0) != B or hidden.size(1) < Tt:
@@ -141,10 +130,9 @@ STSB_CLASSES = 6
 
 
 def soft_labels(labels: torch.Tensor, n_class: int = STSB_CLASSES) -> torch.Tensor:
-    """The released code's ``stsb_label_encoding`` (after Tai et al.): each gold score y in
-    [0, n_class - 1] puts ``floor(y) + 1 - y`` on class floor(y) and ``y - floor(y)`` on class
-    floor(y) + 1, so that the label's expected class is y itself. (examples,) -> (examples,
-    n_class)."""
+    """The released code's ``stsb_label_encoding``: each gold score y in [0, n_class - 1] puts
+    ``floor(y) + 1 - y`` on class floor(y) and ``y - floor(y)`` on the next, so that the
+    expected class is y. (examples,) -> (examples, n_class)."""
     y = labels.detach().float()
     # not in a capture (it cannot wait for the GPU): each shape's first, eager update checks
     # its batch, and STS-B's reader checks every score
@@ -175,31 +163,26 @@ def task_loss(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """L3 as a loss to minimise: (total, task part L2, LM part L1), each a mean over the batch.
 
-    L2 is the cross-entropy of the task ``scores`` (examples, classes or answers) against
-    ``labels``; for a ``regression`` head (STS-B) the KL divergence from the soft labels to the
-    softmax ("soft_labels") or the squared error to the gold score ("mse"). ``l1`` is the
-    auxiliary LM loss (None, or ``lm_coef`` 0: L2 alone).
+    L2: the cross-entropy of ``scores`` against ``labels``, or for a ``regression`` head (STS-B)
+    the soft labels' KL divergence or the squared error. ``l1``: the auxiliary LM loss (None, or
+    ``lm_coef`` 0: L2 alone).
     """
     if regression == "soft_labels":
         target = soft_labels(labels, scores.size(-1))
         l2 = F.kl_div(scores.float().log_softmax(-1), target, reduction="batchmean")
     elif regression == "mse":
         l2 = F.mse_loss(scores.float(), labels.float())
-    elif regression is None:
-        l2 = F.cross_entropy(scores.float(), labels)
     else:
-        raise ValueError(f"regression={regression!r}: use None or one of {REGRESSIONS}")
+        l2 = F.cross_entropy(scores.float(), labels)
     if lm_coef == 0 or l1 is None:
         return l2, l2, torch.zeros_like(l2)
     return l2 + lm_coef * l1, l2, l1
 
 
 def prior_loss(labels, regression: str | None, n_answers: int | None = None) -> float:
-    """The task loss L2 of the best CONSTANT prediction on ``labels``: what a head that has
-    learned only the label prior scores, the line below which fine-tuning has learned anything.
-    Classes: the entropy of their shares; multiple choice (one score per answer, so a constant
-    is the uniform softmax): log of the answers; STS-B's soft labels: the mean KL divergence to
-    their mean; MSE: the variance of the scores."""
+    """The task loss L2 of the best CONSTANT prediction on ``labels`` (the label prior alone):
+    the entropy of the classes' shares; multiple choice: log of the answers; soft labels: the
+    mean KL divergence to their mean; MSE: the variance of the scores."""
     y = torch.as_tensor(labels, dtype=torch.float32)
     if n_answers:
         return math.log(n_answers)

@@ -1,25 +1,16 @@
 """The LSTM baseline of the ablations (§5, Table 5) and of the zero-shot curves (Figure 2 right).
 
 "LSTM w/ aux LM": a single-layer LSTM with 2048 units in place of the transformer, pre-trained
-and fine-tuned the same way. The paper gives only the layer count and the width (2048 units
-beside the transformer's 768); at every scale the LSTM keeps that ratio, ``n_hidden =
-round(n_embd * 2048 / 768)``: 2048 at ``paper``, 1024 at ``small``, 683 at ``cpu``'s ``mini``,
-171 at ``smoke``'s ``tiny`` (``settings``). Everything else is the library's own choice, made
-to mirror GPT-1 so that the two differ only where the paper says they do:
-
-* token embeddings of width ``n_embd``, tied with the output layer, with the same special
-  tokens; no position embeddings (the recurrence knows the order);
-* a linear projection from the ``n_hidden`` LSTM units back to ``n_embd`` (2048 -> 768 at the
-  paper's size), so that the tied output layer and the task heads read a vector of the
-  transformer's width; the paper says nothing of it;
-* initialisation: embeddings and the projection's weight N(0, 0.02) and its bias 0, as GPT-1's;
-  the LSTM's weights and biases PyTorch's default for ``nn.LSTM``, uniform in
-  +-1/sqrt(n_hidden) (the paper says nothing of it either);
-* dropout 0.1 on the embeddings and on the LSTM's output.
+and fine-tuned the same way. The paper gives only the layer count and the width; every scale
+keeps its ratio to the transformer's width (``settings.lstm_width``). The rest is this library's
+choice, mirroring GPT-1 so that the two differ only where the paper says they do: tied token
+embeddings of width ``n_embd`` with the same special tokens, no position embeddings; a linear
+projection from the LSTM's units back to ``n_embd``, so that the output layer and the heads read
+the transformer's width; GPT-1's N(0, 0.02) initialisation for the embeddings and projection,
+PyTorch's default for the LSTM; dropout 0.1 on the embeddings and the LSTM's output.
 
 ``LSTMLM`` has the transformer's interface (``forward``, ``hidden``, ``add_special_tokens``,
-its layers in ``h``, ``config``), so the loops, the heads, layer transfer and the zero-shot
-scores all take it.
+``h``, ``config``), so the loops, the heads, layer transfer and the zero-shot scores take it.
 """
 
 from __future__ import annotations
@@ -73,9 +64,7 @@ class LSTMLM(nn.Module):
         """L1 from the hidden states, chunk by chunk, never the full logits (``loss``)."""
         return fused_lm_loss(h, W_out, targets, loss_mask, reduction, self.config.n_tokens)
 
-    # The same as the transformer's: the forward pass (hidden states, then the logits or L1 from
-    # them), new rows of W_e at N(0, 0.02), greedy or sampled continuation (recomputing the
-    # prefix each step: fine for the short texts it is used on).
+    # the transformer's: the forward pass, new rows of W_e, greedy or sampled continuation
     forward = GPT.forward
     add_special_tokens = GPT.add_special_tokens
     generate = GPT.generate

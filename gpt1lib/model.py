@@ -276,13 +276,10 @@ def lm_loss(
     mask: torch.Tensor | None = None,
     reduction: Literal["mean", "per_sequence"] = "mean",
 ) -> torch.Tensor:
-    """L1 as a loss: cross-entropy of ``logits`` (B, T, V) against the next tokens ``targets``
-    (B, T), aligned so that ``logits[:, t]`` predicts ``targets[:, t]``.
-
-    For a sequence ``idx`` scored on itself, pass ``logits[:, :-1]`` and ``idx[:, 1:]``.
-    ``mask`` (B, T) marks the targets that count. ``per_sequence`` gives each sequence's mean
-    (what the fine-tuning loss of §3.2 averages).
-    """
+    """L1 as a loss: cross-entropy of ``logits`` (B, T, V) against ``targets`` (B, T), where
+    ``logits[:, t]`` predicts ``targets[:, t]`` (a sequence ``idx`` on itself: ``logits[:, :-1]``
+    and ``idx[:, 1:]``); ``mask`` (B, T) marks the targets that count; ``per_sequence``: each
+    sequence's mean (what the fine-tuning loss of §3.2 averages)."""
     nll = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
     nll = nll.view_as(targets)
     m = torch.ones_like(nll) if mask is None else mask.to(nll.dtype)

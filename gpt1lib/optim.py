@@ -1,16 +1,10 @@
 """The optimiser, the learning-rate schedules, and the one training step every loop takes.
 
-AdamW (β 0.9/0.999, ε 1e-8, the released code's) with decoupled weight decay (Loshchilov &
-Hutter, the paper's "modified L2 regularization") on every weight of rank >= 2, embeddings
-included, and none on biases and LayerNorm gains: the released code's scope. Gradients are
-clipped to one global norm of 1.0 (the released code; the paper does not say). Pre-training
-warms up linearly from 0 and anneals on a cosine to 0 (§4.1). Fine-tuning follows the released
-code (opt.py ``warmup_linear``, applied in ``adam`` at ``t / t_total`` with ``t`` the updates
-already taken): the rate of update ``t`` (counted from 0, so the first update has rate 0) is
-``lr * warmup_linear(t / total, 0.002)``, the warm-up ``x / warmup`` multiplied by ``1 - x`` as
-well, and ``total`` counts only full batches (train.py drops the last partial batch of an epoch).
-
-``train_step`` is the update of pre-training, fine-tuning and the benchmark alike.
+AdamW (the released code's β 0.9/0.999, ε 1e-8) with decoupled weight decay (the paper's
+"modified L2 regularization") on every weight of rank >= 2, none on biases and gains; gradients
+clipped to one global norm (the released code's). Pre-training warms up linearly and anneals on
+a cosine to 0 (§4.1). Fine-tuning's rate of update ``t`` (from 0: the first has rate 0) is the
+released code's ``lr * warmup_linear(t / total, 0.002)``, ``total`` counting full batches only.
 """
 
 from __future__ import annotations
@@ -21,15 +15,6 @@ from collections.abc import Iterable
 import torch
 
 
-def fused_adamw_ok(device: torch.device) -> bool:
-    """Whether PyTorch has a fused AdamW for ``device``: CUDA, and the CPU since PyTorch 2.4."""
-    try:
-        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
-    except (RuntimeError, ValueError):
-        return False
-    return True
-
-
 def make_optimizer(
     model: torch.nn.Module,
     lr: float,
@@ -38,17 +23,20 @@ def make_optimizer(
     eps: float = 1e-8,
     graphs: bool = False,
 ) -> torch.optim.AdamW:
-    """AdamW with decay on every parameter of rank >= 2 and none on biases and gains, fused
-    (one kernel for all parameters) where PyTorch has it for the model's device. With
-    ``graphs`` (``steps.GraphedSteps``), the rate is a tensor on the device that a replayed
-    step reads, and on CUDA the step can be captured (``capturable``)."""
+    """AdamW with decay on parameters of rank >= 2, fused where PyTorch has it for the device.
+    With ``graphs`` (``steps.GraphedSteps``) the rate is a tensor a replayed step reads, and on
+    CUDA the step can be captured."""
     params = list(model.parameters())
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     device = params[0].device
-    fused = fused_adamw_ok(device) or None
+    fused = True  # one kernel for all parameters, where PyTorch has it for the device
+    try:
+        torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1, device=device))], fused=True)
+    except (RuntimeError, ValueError):
+        fused = None
     capturable = graphs and device.type == "cuda"
     lr = torch.tensor(lr, device=device) if graphs else lr
     return torch.optim.AdamW(
@@ -89,12 +77,10 @@ def train_step(
     check: bool = False,
 ) -> torch.Tensor:
     """One update at rate ``lr``: back-propagate each loss ``losses`` yields (micro-batches whose
-    gradients add up; a generator computes each one only when asked), clip the global gradient
-    norm, step, and clear the gradients. Returns the summed loss, detached. With a ``scaler``
-    (float16), the losses are scaled before backward and the gradients unscaled before the
-    clip; a step whose gradients overflowed is skipped and the scale lowered. ``check`` (a
-    loop's first update; it waits for the GPU once): every gradient being zero is an error, a
-    model that would not learn (a compiled ``loss.fused_lm_loss`` is one)."""
+    gradients add up), clip, step, and clear the gradients; returns the summed loss, detached.
+    A float16 ``scaler`` scales the losses and unscales the gradients before the clip. With
+    ``check`` (a loop's first update), gradients all zero are an error: a model that would not
+    learn."""
     set_lr(opt, lr)
     total = None
     for loss in losses:

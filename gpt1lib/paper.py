@@ -1,9 +1,8 @@
-"""The paper's numbers (§4, §5) and its tables beside the reproduced runs.
+"""The paper's tables (§4, §5) beside the reproduced runs.
 
-An average is only ever set against the paper's average over the same tasks: Table 4's GLUE
-score is the GLUE server's over nine test sets and is not reproduced here; Table 5's Avg is the
-mean of its eight columns, and a reproduced row has one only with all eight. Intervals come from
-``evaluations``.
+An average is only set against the paper's over the same tasks: Table 4's GLUE score (the
+server's, nine test sets) is not reproduced; a reproduced Table 5 row has an Avg only with all
+eight tasks.
 """
 
 from __future__ import annotations
@@ -12,16 +11,17 @@ import numpy as np
 import pandas as pd
 
 from . import stats
-from .baselines import baseline_cell, marked, marked_cell, with_baselines
+from .baselines import baseline_cell, marked_cell, with_baselines
 from .evaluations import (
     NO_INTERVAL,
     arrays,
+    bracket,
     difference_interval,
     examples_cell,
     final_metrics,
     format_value,
-    frame,
     paired_mean,
+    task_differences,
 )
 from .facts import (
     ABLATIONS,
@@ -33,20 +33,41 @@ from .facts import (
     TABLE5_COLUMNS,
     TABLE5_TASKS,
 )
-from .labels import EVAL_SPLIT_NOTES, run_label
+from .labels import EVAL_SPLIT_NOTES
 from .tasks import TASKS
 
 GLUE_ROW = "GLUE score (GLUE server, 9 test sets)"
+#: Table 5's rows as the paper gives them: method -> task -> value.
+PAPER_ROWS = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
+
+
+def _by_task(rows: pd.DataFrame) -> dict[str, dict]:
+    return {r["task"]: r for r in rows.to_dict("records")}
+
+
+def _columns(got: pd.DataFrame, tasks, cells: dict) -> dict[str, list]:
+    """A column per run of ``got`` and per entry of ``cells`` (its heading after the run's
+    label -> (the cell of a task's row, the cell where the run has none)), a cell per task."""
+    out = {}
+    for run, g in got.groupby("run", sort=False):
+        by_task = _by_task(g)
+        for head, (cell, missing) in cells.items():
+            out[run + head] = [cell(by_task[t]) if t in by_task else missing for t in tasks]
+    return out
+
+
+def _data_cell(row: dict) -> str:
+    """What a run trained and was scored on, then its floors: "2,137 / 1,043 · 57.8 / 81.2"."""
+    return f"{examples_cell(row)} · {baseline_cell(row)}"
 
 
 def against_paper(records) -> pd.DataFrame:
-    """One row per (run, task) of ``records``: the reproduced value of the task's paper metric
-    at the last epoch, its 95% bootstrap interval, beside the paper's."""
+    """One row per (run, task): the task's paper metric at the last epoch, its 95% interval,
+    beside the paper's."""
     table = final_metrics(records)
     table.insert(1, "paper", [PAPER_RESULTS[t][1] for t in table.task])
     table["95% interval"] = [
-        "none kept" if lo != lo else f"[{lo:.1f}, {hi:.1f}]"
-        for lo, hi in zip(table.lo, table.hi, strict=True)
+        bracket(lo, hi, "none kept") for lo, hi in zip(table.lo, table.hi, strict=True)
     ]
     table["task"] = [TASKS[t].title for t in table.task]
     return table[["task", "metric", "split", "value", "95% interval", "paper", "run", "data"]]
@@ -61,10 +82,9 @@ def paper_table(
 ):
     """Table 2, 3 or 4 of the paper beside the reproduced values, one column per run.
 
-    Rows are the paper's tasks (its columns); a task a run has not measured is NaN, never
-    dropped. Table 4 ends with the GLUE score, not reproduced. With ``intervals``, a run's cells
-    are ``format_value`` text; with ``examples``, each run's column is followed by its data
-    (``examples_cell``): what a run trained on is its data, never its name.
+    Rows are the paper's tasks; a task a run has not measured is NaN, never dropped. With
+    ``intervals``, a run's cells are ``marked`` text; with ``examples``, each run's column is
+    followed by its data and floors (``_data_cell``).
     """
     if table not in PAPER_TABLES:
         raise ValueError(
@@ -80,40 +100,28 @@ def paper_table(
     out["eval split here"] = [EVAL_SPLIT_NOTES.get(t, TASKS[t].eval_split) for t in tasks]
     if table == "4":
         out.loc[GLUE_ROW] = ["GLUE score", *PAPER_GLUE, "not reproduced (test server)"]
-    got = with_baselines(records, experiment)
-    for run, g in got.groupby("run", sort=False):
-        by_task = {r["task"]: r for r in g.to_dict("records")}
-        rows = [by_task.get(t) for t in tasks] + [None] * (table == "4")
-        cell = marked_cell if intervals else (lambda r: r["value"])
-        out[run] = [cell(r) if r else "missing" if intervals else np.nan for r in rows]
-        if examples:
-            cells = [f"{examples_cell(r)} · {baseline_cell(r)}" if r else "" for r in rows]
-            out[f"{run} · train / eval examples · chance / one answer"] = cells
-    return out
+    cells = {"": (marked_cell, "missing") if intervals else (lambda r: r["value"], np.nan)}
+    if examples:
+        cells[" · train / eval examples · chance / one answer"] = (_data_cell, "")
+    rows = (*tasks, GLUE_ROW) if table == "4" else tasks  # no run has the GLUE score
+    return out.assign(**_columns(with_baselines(records, experiment), rows, cells))
 
 
 def runs_table(records, experiments: str | tuple[str, ...] = "finetune") -> pd.DataFrame:
     """Every task the runs measured (rows) against the runs (columns), each cell the value with
-    its 95% interval: a build's own runs in one table, whichever tasks they are."""
+    its 95% interval, each run's column followed by its floors."""
     got = with_baselines(records, experiments)
     if got.empty:
         return pd.DataFrame()
-    got["cell"] = [marked_cell(r) for r in got.to_dict("records")]
-    got["baselines"] = [baseline_cell(r) for r in got.to_dict("records")]
-    order = [TASKS[t].title for t in TASKS if t in set(got.task)]
-    got["task"] = [TASKS[t].title for t in got.task]
-    cells = got.pivot_table(index="task", columns="run", values="cell", aggfunc="last")
-    floors = got.pivot_table(index="task", columns="run", values="baselines", aggfunc="last")
-    floors.columns = [f"{run} · chance / one answer" for run in floors.columns]
-    table = pd.concat([cells, floors], axis=1)[
-        [c for pair in zip(cells.columns, floors.columns, strict=True) for c in pair]
-    ]
-    return table.reindex(order).fillna("missing").rename_axis(index=None, columns=None)
+    tasks = [t for t in TASKS if t in set(got.task)]
+    cells = {"": (marked_cell, "missing"), " · chance / one answer": (baseline_cell, "missing")}
+    columns = _columns(got, tasks, cells)
+    heads = [run + head for run in sorted(set(got.run)) for head in cells]
+    return pd.DataFrame({h: columns[h] for h in heads}, index=[TASKS[t].title for t in tasks])
 
 
 def summary_table(records) -> pd.DataFrame:
-    """Every task of Tables 2-4 that a run measured: the paper's value, then each run's with its
-    95% interval (``runs_table``), one column a run."""
+    """``runs_table`` after the paper's metric and value."""
     table = runs_table(records)
     if table.empty:
         return table
@@ -124,29 +132,25 @@ def summary_table(records) -> pd.DataFrame:
 
 
 def ablation_runs(records) -> dict[str, dict[str, dict[str, dict]]]:
-    """run -> Table 5 method -> task -> the reproduced row (last epoch) of ``final_metrics``.
-    A run with no full row of its own (a recorded run's: the full arm IS chapters 05-07's
-    fine-tuning, run once) takes that row from its fine-tuning."""
+    """run -> Table 5 method -> task -> its ``final_metrics`` row. A run with no full row of its
+    own (a recorded run's full arm is its chapters 05-07 fine-tuning) takes it from that."""
     got = final_metrics(records, (*ABLATIONS.values(), "finetune"))
     runs: dict[str, dict[str, dict[str, dict]]] = {}
     for method, exp in ABLATIONS.items():
         for run, g in got[got.experiment == exp].groupby("run", sort=False):
-            runs.setdefault(run, {})[method] = {r["task"]: r for r in g.to_dict("records")}
+            runs.setdefault(run, {})[method] = _by_task(g)
     full = next(iter(ABLATIONS))
     for run, g in got[got.experiment == "finetune"].groupby("run", sort=False):
         if run in runs and full not in runs[run]:
-            mine = {r["task"]: r for r in g.to_dict("records") if r["task"] in TABLE5_TASKS}
+            mine = _by_task(g[g.task.isin(TABLE5_TASKS)])
             runs[run] = {full: mine, **runs[run]}
     return runs
 
 
 def ablation_table(records, intervals: bool = False):
-    """Table 5: the paper's rows, then one row per reproduced run and method.
-
-    A reproduced row has an Avg only with all eight tasks (``ablation_deltas`` compares a run
-    with fewer over the tasks it has). With ``intervals``, cells are text as ``paper_table``'s;
-    the Avg's interval is of the mean over the eight tasks, each resampled on its own.
-    """
+    """Table 5: the paper's rows, then one row per reproduced run and method. With
+    ``intervals``, cells are text as ``paper_table``'s; the Avg's interval is of the mean over
+    the eight tasks, each resampled on its own."""
     cols = ["Avg", *TABLE5_COLUMNS]
     rows = {f"paper: {m}": [PAPER_TABLE5_AVG[m], *v] for m, v in PAPER_TABLE5.items()}
     for run, methods in ablation_runs(records).items():
@@ -162,9 +166,7 @@ def ablation_table(records, intervals: bool = False):
                 arms = [(c["metric"], *arrays(c["outcome"])) for c in cells]
                 lo, hi = stats.mean_interval(arms)
             row = [format_value(avg, lo, hi)]
-            row += [
-                marked(t, c) if c else "missing" for t, c in zip(TABLE5_TASKS, cells, strict=True)
-            ]
+            row += [marked_cell(c) if c else "missing" for c in cells]
             rows[f"{run}: {method}"] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
 
@@ -175,15 +177,12 @@ TABLE5_METRICS = {"matthews": "mc", "accuracy": "acc", "f1": "F1", "pearson": "p
 
 def ablation_tables(records, intervals: bool = False) -> dict[str, pd.DataFrame]:
     """Table 5 once per reproduced run, turned to fit a page: its columns as rows ("CoLA (mc)"),
-    and under each of the paper's four rows two columns, the paper's value and the run's."""
+    and under each of the paper's four rows the paper's value and the run's."""
     long = ablation_table(records, intervals)
     kinds = [TABLE5_METRICS[PAPER_RESULTS[t][0]] for t in TABLE5_TASKS]
     index = ["Avg", *(f"{c} ({k})" for c, k in zip(TABLE5_COLUMNS, kinds, strict=True))]
     out = {}
-    for name in long.index[len(PAPER_TABLE5) :]:
-        run = next(name.removesuffix(f": {m}") for m in ABLATIONS if name.endswith(f": {m}"))
-        if run in out:
-            continue
+    for run in dict.fromkeys(n.rpartition(": ")[0] for n in long.index[len(PAPER_TABLE5) :]):
         table = pd.DataFrame(index=index)
         for method in ABLATIONS:
             table[(method, "paper")] = long.loc[f"paper: {method}"].to_numpy()
@@ -197,7 +196,7 @@ def ablation_tables(records, intervals: bool = False) -> dict[str, pd.DataFrame]
 
 def full_row_averages(records) -> pd.DataFrame:
     """Table 5's Avg of each run's full row (where it has all eight tasks), beside the paper's
-    full row (74.7) and its row without pre-training (59.9)."""
+    full row and its row without pre-training."""
     avg = ablation_table(records, intervals=True)["Avg"]
     rows = [f"paper: {m}" for m in list(PAPER_TABLE5)[:2]]
     rows += [r for r, v in avg.items() if r.endswith("(full)") and "[" in str(v)]
@@ -205,16 +204,10 @@ def full_row_averages(records) -> pd.DataFrame:
 
 
 def ablation_examples(records) -> pd.DataFrame:
-    """What each run's Table 5 rows trained and were scored on (``examples_cell``), a row per
-    task and a column per run (its rows share their data)."""
+    """``_data_cell`` of each run's Table 5 rows, a row per task and a column per run."""
     got = with_baselines(records, tuple(ABLATIONS.values()))
-    table = pd.DataFrame(index=list(TABLE5_COLUMNS))
-    for run, g in got.groupby("run", sort=False):
-        cells = {
-            r["task"]: f"{examples_cell(r)} · {baseline_cell(r)}" for r in g.to_dict("records")
-        }
-        table[run] = [cells.get(t, "") for t in TABLE5_TASKS]
-    return table
+    columns = _columns(got, TABLE5_TASKS, {"": (_data_cell, "")})
+    return pd.DataFrame(columns, index=list(TABLE5_COLUMNS))
 
 
 #: The findings of §5 as differences of Table 5 rows over a set of its tasks: (row, minus row,
@@ -236,12 +229,15 @@ FINDINGS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
+def paper_gap(a: str, b: str, tasks) -> float:
+    """The mean over ``tasks`` of the paper's Table 5 row ``a`` minus its row ``b``."""
+    return sum(PAPER_ROWS[a][t] - PAPER_ROWS[b][t] for t in tasks) / len(tasks)
+
+
 def ablation_deltas(records) -> pd.DataFrame:
     """Each §5 finding for each reproduced run: the mean difference of the two Table 5 rows over
     the finding's tasks the run has in both, with its paired 95% interval, beside the paper's
-    over the same tasks (over all eight, the number the paper states). A finding with no common
-    task is a row that says so ("n/a")."""
-    paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
+    over the same tasks ("n/a" where no task is common)."""
     cols = ["run", "finding", "over the tasks", "run's", "95% interval", "paper's", "note"]
     rows = []
     for run, methods in ablation_runs(records).items():
@@ -254,14 +250,14 @@ def ablation_deltas(records) -> pd.DataFrame:
                 continue
             common, ours, lo, hi = got
             names = ", ".join(TASKS[t].title for t in common)
-            theirs = sum(paper[a][t] - paper[b][t] for t in common) / len(common)
+            theirs = paper_gap(a, b, common)
             stated, why = PAPER_TABLE5_AVG[a] - PAPER_TABLE5_AVG[b], ""
             if len(common) == len(TABLE5_TASKS):
                 theirs = stated
             elif tasks == TABLE5_TASKS:
                 why = f"the paper's over the tasks named; over all 8 it is {stated:+.1f}"
             if lo is not None:
-                interval, note = f"[{lo:.1f}, {hi:.1f}]", why  # the verdict: findings.findings
+                interval, note = f"[{lo:.1f}, {hi:.1f}]", why
             else:
                 interval, note = "†", "; ".join(filter(None, (why, NO_INTERVAL)))
             rows.append((run, finding, names, ours, interval, theirs, note))
@@ -288,37 +284,29 @@ COMPARISONS["aux LM"] = COMPARISONS.pop("aux LM, larger sets")
 def ablation_task_differences(records) -> pd.DataFrame:
     """Each comparison of ``COMPARISONS`` task by task for each run: the full row's value minus
     the other's, its paired 95% interval (NaN without outcomes) and the paper's difference."""
-    paper = {m: dict(zip(TABLE5_TASKS, v, strict=True)) for m, v in PAPER_TABLE5.items()}
     rows = []
     for run, methods in ablation_runs(records).items():
         for comparison, (a, b) in COMPARISONS.items():
-            va, vb = methods.get(a, {}), methods.get(b, {})
-            for t in [t for t in TABLE5_TASKS if t in va and t in vb]:
-                x, y = va[t], vb[t]
-                iv = difference_interval(x["metric"], x["outcome"], y["outcome"])
-                lo, hi = iv or (float("nan"), float("nan"))
-                gap = paper[a][t] - paper[b][t]
-                rows.append((run, comparison, t, x["value"] - y["value"], lo, hi, gap))
+            got = task_differences(methods.get(a, {}), methods.get(b, {}), TABLE5_TASKS)
+            rows += [(run, comparison, *d, paper_gap(a, b, [d[0]])) for d in got]
     cols = ["run", "comparison", "task", "difference", "lo", "hi", "paper"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def ablation_differences(records) -> pd.DataFrame:
-    """``ablation_task_differences`` as a table: each difference with its interval as text
-    ("†" where it has none) beside the paper's, and where the interval lies against 0."""
+    """``ablation_task_differences`` as text beside the paper's, and where the interval lies."""
     d = ablation_task_differences(records)
     bounds = list(zip(d.lo, d.hi, d.paper, strict=True))
     out = d[["run", "comparison"]].assign(task=[TASKS[t].title for t in d.task])
     out["run's"] = d.difference
-    out["95% interval"] = ["†" if lo != lo else f"[{lo:.1f}, {hi:.1f}]" for lo, hi, _ in bounds]
+    out["95% interval"] = [bracket(lo, hi) for lo, hi, _ in bounds]
     out["paper's"] = d.paper
     out["note"] = [NO_INTERVAL if lo != lo else excludes_zero(lo, hi, p) for lo, hi, p in bounds]
     return out
 
 
-#: The aux LM's effect measured two ways: Table 5's rows, each fine-tuned at the protocol chosen
-#: for it, and chapter 04's two settings of λ, both at the protocol of chapters 04-08. Each:
-#: (the experiments of λ = 0.5, first found first, and the experiment of λ = 0).
+#: The aux LM's effect measured two ways: Table 5's rows (each at the protocol chosen for it)
+#: and chapter 04's two settings of λ: (λ = 0.5's experiments, first found first, λ = 0's).
 AUX_LM = {
     "Table 5 (this chapter)": (("ablation:full", "finetune"), "ablation:no_aux_lm"),
     "chapter 04": (("objective lambda=0.5", "finetune"), "objective lambda=0.0"),
@@ -334,15 +322,13 @@ def _protocol(config) -> str:
 
 def aux_lm_protocols(records) -> pd.DataFrame:
     """The aux LM's effect, λ = 0.5 minus λ = 0, on each task a run measured both ways
-    (``AUX_LM``), with its paired 95% interval and the protocol each fine-tuning ran with."""
+    (``AUX_LM``), with its paired 95% interval and each fine-tuning's protocol."""
     cols = ["run", "task", "measured in", "λ = 0.5 minus λ = 0", "λ = 0.5 ran at", "λ = 0 ran at"]
     exps = tuple(dict.fromkeys(e for a, b in AUX_LM.values() for e in (*a, b)))
-    df = frame(records)
-    if df.empty or "config" not in df.columns:
-        return pd.DataFrame(columns=cols)
-    df = df[df.experiment.isin(exps)]
-    config = {(r["experiment"], run_label(r), r["task"]): r["config"] for _, r in df.iterrows()}
-    got = {(r["experiment"], r["run"], r["task"]): r for _, r in final_metrics(df, exps).iterrows()}
+    got = {
+        (r["experiment"], r["run"], r["task"]): r
+        for _, r in final_metrics(records, exps).iterrows()
+    }
     rows = []
     for run, task in dict.fromkeys((run, task) for _, run, task in got):
         pairs = {
@@ -356,6 +342,6 @@ def aux_lm_protocols(records) -> pd.DataFrame:
             iv = difference_interval(x["metric"], x["outcome"], y["outcome"])
             gap = x["value"] - y["value"]
             said = "+" * (gap > 0) + format_value(gap, *(iv or ()))
-            on = [_protocol(config.get((e, run, task))) for e in (a, b)]
+            on = [_protocol(got[e, run, task]["config"]) for e in (a, b)]
             rows.append((run, TASKS[task].title, name, said, *on))
     return pd.DataFrame(rows, columns=cols)

@@ -1,7 +1,6 @@
-"""Where a chapter's files are: the checkout, its runs, the recorded runs, the repository.
-
-A chapter runs from ``book/``, from the repository's root, or outside any checkout (Colab, a
-pip-installed gpt1lib); its paths are resolved against the checkout, not the working directory.
+"""Where a chapter's files are (the checkout, its runs, the recorded runs, the repository),
+resolved against the checkout, whether it runs from ``book/``, the root, or outside any
+checkout (Colab, a pip-installed gpt1lib).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The results chapters' figures and table styling, drawn from records in the layouts of
-``figures_layout``, so that a figure is drawn one way wherever it appears.
-
-Each figure's title names the run it shows; it has error bars where the run kept per-example
-outcomes, and the paper's reference only where the paper states one, never an invented curve
-point.
-"""
+``figures_layout``. A figure's title names its run; it has error bars where the run kept
+outcomes, and the paper's value only where the paper states one."""
 
 from __future__ import annotations
 
@@ -30,13 +26,12 @@ from .facts import (
     HEURISTICS,
     PAPER_LAYER_TRANSFER,
     PAPER_RESULTS,
-    PAPER_TABLE5,
     PAPER_ZERO_SHOT,
     TABLE5_TASKS,
 )
 from .figures_layout import KINDS, PAPER_MARK, bar, dot_rows, heading, kind_panels, paper_bars
 from .labels import short_runs
-from .paper import COMPARISONS, ablation_runs, ablation_task_differences, against_paper
+from .paper import COMPARISONS, PAPER_ROWS, ablation_runs, ablation_task_differences, against_paper
 from .runtime import say
 from .tasks import TASKS
 
@@ -60,8 +55,8 @@ def show(figs) -> None:
 
 
 def this_build(ch, part: str):
-    """A results chapter's "this build's run" section: the records its run of ``ch`` wrote in
-    ``run_dir(part)``, and whether they are at a recorded scale, after the line that says which."""
+    """A results chapter's "this build's run" section: the records of ``ch.run_dir(part)`` and
+    whether they are at a recorded scale, after ``build_note``."""
     _, build, joined = results_records(ch.results_dir, ch.run_dir(part), ch.scale)
     build_note(ch.scale, joined)
     return build, joined
@@ -78,9 +73,8 @@ def build_note(scale: str, joined: bool) -> None:
 
 
 def show_table(table: pd.DataFrame, caption: str = ""):
-    """A table for a page: each run under its short name (the caption says which run it is),
-    numbers to one decimal, gaps as "missing", no row numbers, the caption, and what a "†" (a
-    number without an interval) means where one appears."""
+    """A table for a page: runs under their short names, numbers to one decimal, gaps as
+    "missing", no row numbers, and a caption that says which run is which and what "†" means."""
     plain = table.index.name is None and pd.api.types.is_integer_dtype(table.index)
     table, runs = short_runs(table)
     notes = [caption] if caption else []
@@ -94,8 +88,7 @@ def show_table(table: pd.DataFrame, caption: str = ""):
 
 
 def _cell(value):
-    """A table cell as a page shows it: a float to one decimal (also in a column that mixes
-    the paper's numbers with a run's "value [interval]" strings), anything else as it is."""
+    """A table cell as a page shows it: a float to one decimal (also in a mixed column)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | np.integer):
@@ -104,8 +97,7 @@ def _cell(value):
 
 
 def results_bars(records, title: str = "Tables 2-4"):
-    """Tables 2-4 as bars: the paper's value and each run's, for every task a run measured; None
-    where there is none."""
+    """Tables 2-4 as bars: the paper's value and each run's, for every task a run measured."""
     runs = final_metrics(records)
     if runs.empty:
         return None
@@ -122,10 +114,7 @@ def results_bars(records, title: str = "Tables 2-4"):
 
 def ablation_figure(records):
     """Table 5 as bars: a row of panels for the paper and one per run."""
-    paper = {
-        m: paper_bars(dict(zip(TABLE5_TASKS, v, strict=True))) for m, v in PAPER_TABLE5.items()
-    }
-    panels = {"paper": paper}
+    panels = {"paper": {m: paper_bars(v) for m, v in PAPER_ROWS.items()}}
     for run, methods in ablation_runs(records).items():
         panels[run] = {m: {t: bar(r) for t, r in methods.get(m, {}).items()} for m in ABLATIONS}
     fig, drew = kind_panels(panels, list(TABLE5_TASKS), 12, 3.0)
@@ -136,10 +125,8 @@ def ablation_figure(records):
 
 
 def ablation_forest(records):
-    """Table 5 task by task (``paper.ablation_task_differences``): for each run and metric kind
-    (a panel, its own axis) and comparison (a group), the full model's score minus the other
-    row's on each task, with its paired 95% interval, and the paper's difference on that task
-    (``figures_layout.dot_rows``). None without any."""
+    """``paper.ablation_task_differences`` as rows of dots: a panel per run and metric kind, a
+    group per comparison. None without any."""
     d = ablation_task_differences(records)
     if d.empty:
         return None
@@ -166,9 +153,8 @@ def ablation_forest(records):
 
 
 def underfitting_figure(records):
-    """``baselines.underfitting`` drawn: each task's L2 after the last epoch minus the label
-    prior's loss, red where it is not below 0 (the prior learned and nothing more). None where
-    no run's L2 is known."""
+    """``baselines.underfitting`` drawn: each task's L2 minus the label prior's loss, red where it
+    is not below 0. None where no run's L2 is known."""
     table = underfitting(records)
     if table.empty:
         return None
@@ -188,14 +174,8 @@ def underfitting_figure(records):
     return fig
 
 
-def _colors(tasks) -> dict[str, str]:
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return {t: palette[i % len(palette)] for i, t in enumerate(tasks)}
-
-
 def _transfer_curves(ax, g: pd.DataFrame, colors: dict) -> bool:
-    """One run's Figure 2 (left) curves on ``ax``: each task's dev accuracy with its 95%
-    intervals (solid) and training accuracy (dashed). Returns whether any interval was drawn."""
+    """Dev accuracy with its intervals (solid), train (dashed); whether an interval was drawn."""
     drew = False
     dodge = {t: 0.06 * (i - (len(colors) - 1) / 2) for i, t in enumerate(colors)}
     for (task, split), d in g.groupby(["task", "split"], sort=False):
@@ -215,8 +195,8 @@ def _transfer_curves(ax, g: pd.DataFrame, colors: dict) -> bool:
 
 
 def _transfer_references(ax, g: pd.DataFrame, colors: dict) -> None:
-    """Each task's chance level (dotted) and the paper's one stated number, the gain of full
-    transfer (``facts.PAPER_LAYER_TRANSFER``), as a star above the run's embeddings-only point."""
+    """Each task's chance (dotted) and the paper's stated gain of full transfer, as a star above
+    the run's embeddings-only point."""
     top = int(g.n_transfer.max())
     for task in g.task.unique():
         if (level := chance(task)) is not None:
@@ -246,13 +226,12 @@ def _transfer_data(g: pd.DataFrame) -> str:
 
 
 def layer_transfer_figures(records) -> list:
-    """Figure 2 (left), one figure per run: accuracy against the blocks transferred (-1: none,
-    0: the embeddings only), with the paper's one stated number set on this run's
-    embeddings-only accuracy."""
+    """Figure 2 (left), one figure per run: accuracy against the blocks transferred."""
     figs = []
     for run, g in layer_transfer_points(records).groupby("run", sort=False):
         fig, ax = plt.subplots(figsize=(8.5, 5.6))
-        colors = _colors(g.task.unique())
+        palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        colors = {t: palette[i % len(palette)] for i, t in enumerate(g.task.unique())}
         drew = _transfer_curves(ax, g, colors)
         _transfer_references(ax, g, colors)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -270,9 +249,8 @@ def layer_transfer_figures(records) -> list:
 
 def zero_shot_figures(records) -> list:
     """Figure 2 (right), one figure per run and one panel per heuristic: its normalised score
-    against pre-training updates. A checkpoint at which a model gave every example one answer is
-    no point of the curve (its score is the label balance): a cross on the 0 line marks it. The
-    paper states no value of the figure, so none is drawn: what it finds is in the caption."""
+    against pre-training updates; a checkpoint that gave every example one answer is a cross on
+    the 0 line. The paper states no value of the figure: what it finds is in the caption."""
     pts = zero_shot_points(records)
     figs = []
     styles = {"Transformer": ("-", "C0"), "LSTM": ("--", "C1")}
@@ -317,19 +295,19 @@ def zero_shot_figures(records) -> list:
 
 
 def show_finetuning(results: dict, scale: str):
-    """A fine-tuning chapter's results: a line per task (its metric after the last epoch and
-    its training time), each task's metric by epoch, and the table against the paper."""
+    """A fine-tuning chapter's results: a line per task, each task's metric by epoch (its
+    evaluation split's paper metric), and the table against the paper."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
     for name, r in results.items():
-        spec = TASKS[name]
+        spec, m = TASKS[name], r.metrics
         metric = spec.metrics[0]
         say(
             f"{spec.title}: {spec.eval_split} {metric} {r.final[metric]:.1f} after the last "
             f"epoch ({r.train_time:.1f} s training)"
         )
-    curves = eval_curves(results)
-    fig, ax = plt.subplots(figsize=(6.5, 3.5))
-    for task, g in curves.groupby("task", sort=False):
-        ax.plot(g.epoch, g.value, marker="o", label=task)
+        g = m[(m.split == spec.eval_split) & (m.metric == metric)]
+        if not g.empty:
+            ax.plot(g.epoch, g.value, marker="o", label=spec.title)
     ax.set(xlabel="epoch", ylabel="eval metric (%)", title=f"fine-tuning, {scale} scale")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend()
@@ -338,43 +316,31 @@ def show_finetuning(results: dict, scale: str):
     return show_table(table, "the last epoch's metric against the paper's")
 
 
-def eval_curves(results: dict) -> pd.DataFrame:
-    """Each task's paper metric on its evaluation split, by epoch (task titles as ``task``)."""
-    rows = []
-    for name, r in results.items():
-        spec = TASKS[name]
-        m = r.metrics
-        keep = m[(m.split == spec.eval_split) & (m.metric == spec.metrics[0])]
-        rows.append(keep.assign(task=spec.title))
-    return pd.concat(rows) if rows else pd.DataFrame(columns=["epoch", "value", "task"])
-
-
 def bench_figure(kept: pd.DataFrame):
-    """A.1: recorded benchmarks, tokens per second and MFU of each variant, one group of bars
-    per recorded run (``kept``: bench records with ``run`` and ``variant`` columns)."""
+    """A.1: tokens per second and MFU of each variant, a group of bars per recorded run
+    (``kept``: bench records with ``run`` and ``variant`` columns)."""
     runs = list(dict.fromkeys(kept.run))
     variants = list(dict.fromkeys(kept.variant))
     height = 2.2 + 0.9 * len(runs) * max(len(variants), 1) / 2
     fig, axes = plt.subplots(1, 2, figsize=(12, height), sharey=True)
     y = np.arange(len(runs))
     bar = 0.8 / max(len(variants), 1)
-    for ax, metric, label in zip(axes, ["tokens_per_s", "mfu"], ["tokens / s", "MFU"], strict=True):
+    shown = {"tokens_per_s": ("tokens / s", "{x:,.0f}"), "mfu": ("MFU", "{x:.0%}")}
+    for ax, (metric, (label, fmt)) in zip(axes, shown.items(), strict=True):
         for i, variant in enumerate(variants):
             d = kept[(kept.metric == metric) & (kept.variant == variant)]
             values = d.groupby("run").value.median().reindex(runs)
             has = values.notna().to_numpy()
             pos = y - 0.4 + bar * (i + 0.5)
             bars = ax.barh(pos[has], values[has], bar, label=variant, color=f"C{i}")
-            fmt = "{:.0%}" if metric == "mfu" else "{:,.0f}"
-            ax.bar_label(bars, [fmt.format(v) for v in values[has]], padding=3, fontsize=8)
+            ax.bar_label(bars, [fmt.format(x=v) for v in values[has]], padding=3, fontsize=8)
         ax.set(xlabel=label)
         if metric == "mfu":
             ax.margins(x=0.15)  # room for the labels
-            ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0%}"))
         else:  # a CPU's hundreds and a GPU's hundreds of thousands on one axis
             ax.set_xscale("log")
             ax.set_xlim(right=ax.get_xlim()[1] * 8)  # room for the labels
-            ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_major_formatter(fmt)  # after the scale, which sets its own
     axes[0].set_yticks(y, ["\n".join(textwrap.wrap(r, 34)) for r in runs], fontsize=8)
     axes[0].invert_yaxis()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)

@@ -1,13 +1,9 @@
 """Records: every number the book shows, with where it came from.
 
-A record is one measured value (a loss at a step, a dev accuracy, a throughput) plus its
-provenance (``FIELDS``), appended to JSON-lines files, one object a line; tables and figures are
-drawn from them. A line that is not a record (cut short, or edited) is left out with a warning
-naming the file and the line, never an error.
-
-Beside a final evaluation's metrics, one more record (``per_example_record``) keeps what an
-interval needs: each example's prediction and gold label, in order, and a fingerprint of the
-examples' ids, so that two arms scored on the same examples can be compared example by example.
+A record is one measured value plus its provenance (``FIELDS``), one JSON object a line of a
+JSON-lines file; tables and figures are drawn from them. A line that is not a record is left
+out with a warning naming the file and the line. ``per_example_record`` keeps what an interval
+needs: each example's prediction and gold label, in order, and a fingerprint of their ids.
 """
 
 from __future__ import annotations
@@ -32,26 +28,14 @@ import pandas as pd
 import torch
 
 from .files import atomic_path, is_running, write_failed
+from .runtime import pick_device
 
 log = logging.getLogger(__name__)
 
 #: The fields every record carries (``None`` where they do not apply).
-FIELDS = (
-    "experiment",
-    "task",
-    "split",
-    "metric",
-    "value",
-    "step",
-    "scale",
-    "seed",
-    "config",
-    "data",
-    "commit",
-    "device",
-    "date",
-    "wall_time",
-    "per_example",
+FIELDS = tuple(
+    "experiment task split metric value step scale seed config data commit device date wall_time "
+    "per_example".split()
 )
 #: The metric name of the record that holds an evaluation's per-example outcomes.
 PER_EXAMPLE = "per_example"
@@ -70,12 +54,9 @@ _CODE = ("--", ":(top)", ":(top,exclude)results")
 
 @cache
 def git_commit() -> str:
-    """The commit of the gpt1lib checkout (``+dirty`` when it has uncommitted changes outside
-    ``results/``, which a recorded run writes to as it goes).
-
-    ``$GPT1_COMMIT``, where set, comes first: a copy of the checkout (a GPU machine's) says the
-    commit it was made from that way, and its own ``.git``, if any, may be an older one.
-    Without either: "unknown"."""
+    """The commit of the gpt1lib checkout (``+dirty`` with uncommitted changes outside
+    ``results/``, which a recorded run writes to), or "unknown". ``$GPT1_COMMIT`` comes first:
+    a copy of the checkout (a GPU machine's) says its commit that way."""
     if os.environ.get("GPT1_COMMIT"):
         return os.environ["GPT1_COMMIT"]
     try:
@@ -86,19 +67,14 @@ def git_commit() -> str:
     return sha + ("+dirty" if dirty else "")
 
 
-def device_name(device: torch.device | str | None = None) -> str:
-    """A readable name of the device a run used: the GPU's name, or the CPU's."""
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads, {os.cpu_count()} cores)"
-
-
 def provenance(device: torch.device | str | None = None) -> dict[str, Any]:
-    """The fields that say where and when a number was measured."""
+    """The fields that say where and when a number was measured (the device: the GPU's name,
+    or the CPU's)."""
+    device = pick_device(device)
+    name = f"cpu ({platform.machine()}, {torch.get_num_threads()} threads, {os.cpu_count()} cores)"
     return {
         "commit": git_commit(),
-        "device": device_name(device),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else name,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -115,11 +91,7 @@ def make_record(metric: str, value: float, **fields: Any) -> dict[str, Any]:
 
 def _compact(values) -> list:
     """Numbers as short JSON: integers as integers, others to 4 decimals."""
-    out = []
-    for v in values:
-        v = v.item() if hasattr(v, "item") else v
-        out.append(int(v) if float(v).is_integer() else round(float(v), 4))
-    return out
+    return [int(f) if (f := float(v)).is_integer() else round(f, 4) for v in values]
 
 
 def examples_fingerprint(uids: Iterable[str]) -> str:
@@ -130,8 +102,7 @@ def examples_fingerprint(uids: Iterable[str]) -> str:
 
 def per_example_record(predictions, labels, uids: Iterable[str], **fields: Any) -> dict[str, Any]:
     """The record of one evaluation's per-example outcomes: value = the number of examples,
-    ``per_example`` = {"predictions", "labels" (lists, in the evaluation's order), "examples"
-    (``examples_fingerprint`` of their ids)}. ``fields`` as for ``make_record``."""
+    ``per_example`` = {"predictions", "labels" (in order), "examples" (their ids' fingerprint)}."""
     predictions, labels = _compact(predictions), _compact(labels)
     if len(predictions) != len(labels):
         raise ValueError(f"{len(predictions)} predictions for {len(labels)} labels")
@@ -148,10 +119,9 @@ def _line(record: dict[str, Any]) -> bytes:
 
 
 def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> Path:
-    """Append ``records`` to the JSON-lines file ``path`` (creating folders) in one write of
-    whole lines, synced: a kill leaves whole lines (after a torn last line, they start a line
-    of their own). A write that fails (a full disk) is undone,
-    the file left as it was, and the error names it and the free space there."""
+    """Append ``records`` to the JSON-lines file ``path`` in one synced write of whole lines
+    (after a torn last line, on a line of their own). A failed write (a full disk) is undone
+    and the error names the file and its free space."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(map(_line, records))
@@ -171,9 +141,9 @@ def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -
 
 
 def _parse(path: Path) -> tuple[list[dict | bytes], bool]:
-    """The records of a JSON-lines file, and whether its last line was torn (a write cut short
-    by a crash). A line that is not a record is left out with a warning naming the file and
-    the line; the lines inside the file are kept, as bytes, for ``keep_records`` to keep."""
+    """The records of a JSON-lines file, and whether its last line was torn (a write a crash
+    cut short). A line that is not a record is warned about and kept as bytes (for
+    ``keep_records``)."""
     lines = path.read_bytes().split(b"\n")
     rows, torn = [], False
     for n, line in enumerate(lines, start=1):
@@ -194,8 +164,7 @@ def _parse(path: Path) -> tuple[list[dict | bytes], bool]:
 
 
 def load_records(path: str | os.PathLike) -> list[dict]:
-    """The records of one JSON-lines file as they were written (none where it is missing); a
-    line that is not a record is left out with a warning naming the file and the line."""
+    """The records of one JSON-lines file (none where it is missing)."""
     path = Path(path)
     return [r for r in _parse(path)[0] if isinstance(r, dict)] if path.is_file() else []
 
@@ -210,9 +179,8 @@ def read_records(*paths: str | os.PathLike) -> pd.DataFrame:
 
 
 def keep_records(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
-    """Rewrite the JSON-lines file ``path`` (atomically) with only the records ``keep`` says
-    yes to (and any broken line inside it, which a user may mend), a torn last line repaired
-    away; returns how many were dropped."""
+    """Rewrite ``path`` (atomically) with the records ``keep`` says yes to, and any broken line
+    inside it (a user may mend it), a torn last line dropped; returns how many were dropped."""
     path = Path(path)
     if not path.is_file():
         return 0
@@ -230,12 +198,9 @@ def keep_records(path: str | os.PathLike, keep: Callable[[dict], bool]) -> int:
 
 @contextlib.contextmanager
 def run_lock(folder: str | os.PathLike) -> Iterator[Path]:
-    """Hold ``folder`` for this run while the block runs: ``folder/.lock``, made atomically
-    (``O_EXCL``), names this process, its host and start time, and goes when the block ends,
-    also on an error. A live run's lock is a ``FileExistsError`` naming it; the lock of a
-    process that no longer runs here (a run killed, or a machine restarted) is taken over, with
-    a line saying so. (On a disk that machines share, another machine's run looks dead here:
-    its process id is looked up on this one.)"""
+    """Hold ``folder`` while the block runs: ``folder/.lock``, made atomically (``O_EXCL``),
+    names this process, host and start time. A live run's lock is a ``FileExistsError`` naming
+    it; a dead process's lock (looked up on this machine) is taken over, with a line saying so."""
     lock, host = Path(folder) / ".lock", socket.gethostname()
     lock.parent.mkdir(parents=True, exist_ok=True)
     while True:

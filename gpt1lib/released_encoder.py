@@ -10,7 +10,6 @@ import functools
 import os
 import re
 from collections.abc import Iterable
-from typing import Protocol
 
 from .front_end import PUNCT_RUNS, STANDARDIZE
 from .tokenizer import EOW, GPT1Tokenizer, read_released
@@ -90,11 +89,7 @@ class ReleasedEncoder:
         return [self.encoder.get(s, 0) for s in self.tokens(text)]
 
 
-class _Encodes(Protocol):
-    def encode(self, text: str) -> list[int]: ...
-
-
-def agreement(tok: GPT1Tokenizer, reference: _Encodes, texts: Iterable[str]) -> dict:
+def agreement(tok: GPT1Tokenizer, reference, texts: Iterable[str]) -> dict:
     """How closely ``tok`` reproduces ``reference`` (anything with ``.encode(text)``):
     ``identical``, the fraction of texts with the same ids; ``token_agreement``, difflib's
     2 M / (N_ours + N_reference) over all texts; ``mismatches``, the texts that differ."""

@@ -49,17 +49,6 @@ def start_message(scale: str, out_dir, init: str, arch: str = "gpt") -> str:
 RELEASED_ENV = "GPT1_RELEASED_DIR"
 
 
-def released_model():
-    """GPT-1's released weights and vocabulary, and where they came from: the folder
-    ``$GPT1_RELEASED_DIR`` (the hub repository's files) where it is set, else the hub."""
-    folder = os.environ.get(RELEASED_ENV)
-    if not folder:
-        return load_pretrained(), GPT1Tokenizer.from_hub(), f"GPT-1's released weights ({HUB_ID})"
-    f = Path(folder)
-    tok = GPT1Tokenizer.from_released(f / "vocab.json", f / "merges.txt")
-    return load_pretrained(f), tok, f"GPT-1's released weights ({RELEASED_ENV}={f})"
-
-
 def pretrained_model(
     scale: str,
     out_dir: str | os.PathLike = "runs",
@@ -73,8 +62,8 @@ def pretrained_model(
 
     ``init``: "pretrain", this book's pre-training run of ``arch`` at ``scale`` in ``out_dir``
     (``experiments.pretrain_dir``), run or finished first if needed; "released", GPT-1's
-    released weights (``released_model``); a checkpoint folder written by ``pretrain``; or
-    None, the scale's default (``Scale.init``).
+    released weights (from ``$GPT1_RELEASED_DIR`` where set, else the hub); a checkpoint folder
+    written by ``pretrain``; or None, the scale's default (``Scale.init``).
     """
     if arch not in ("gpt", "lstm"):
         raise ValueError(f"arch={arch!r}: use 'gpt' (GPT-1) or 'lstm' (the Table 5 baseline)")
@@ -84,7 +73,11 @@ def pretrained_model(
     if init == "released":
         if arch != "gpt":
             raise ValueError("only GPT-1's transformer was released; pre-train the LSTM here")
-        return released_model()
+        if folder := os.environ.get(RELEASED_ENV):
+            f = Path(folder)
+            tok = GPT1Tokenizer.from_released(f / "vocab.json", f / "merges.txt")
+            return load_pretrained(f), tok, f"GPT-1's released weights ({RELEASED_ENV}={f})"
+        return load_pretrained(), GPT1Tokenizer.from_hub(), f"GPT-1's released weights ({HUB_ID})"
     if init != "pretrain":
         check_model_folder(Path(init), f"init={str(init)!r}: use 'pretrain', 'released' or ")
         model, tok = load_run(init)
@@ -93,8 +86,7 @@ def pretrained_model(
 
 
 def _progress(folder: Path) -> tuple[Path | None, bool]:
-    """The newest checkpoint of the pre-training run in ``folder`` (None: none yet), and
-    whether the run is done."""
+    """The newest checkpoint in ``folder`` (None: none yet), and whether the run is done."""
     ckpt = latest_checkpoint(folder)
     if ckpt is None:
         return None, False

@@ -5,6 +5,7 @@ progress (a live bar or one line per run: ``show_progress_bars``).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import random
 import re
@@ -53,14 +54,10 @@ def _kernel():
 
 
 def show_progress_bars() -> bool:
-    """Whether a loop shows a live progress bar (True) or one line when it ends (False).
-
-    ``GPT1_PROGRESS`` decides where it is set: ``1`` bars, ``0`` one line per run. Otherwise:
-    in a notebook, bars when the notebook is live, that is when its front end can answer
-    ``input()`` (JupyterLab, VS Code, Colab), and lines when it is executed unattended
-    (``make book``, nbmake, papermill: nbclient runs its cells with no input to give); outside a
-    notebook, bars when standard error is a terminal, lines in a log file.
-    """
+    """Whether a loop shows a live progress bar (True) or one line when it ends (False):
+    ``GPT1_PROGRESS`` (1 or 0) where set; else in a notebook bars when its front end can answer
+    ``input()`` (a live one, not nbclient's unattended run), and elsewhere when standard error
+    is a terminal."""
     value = os.environ.get("GPT1_PROGRESS", "").strip().lower()
     if value in _ON | _OFF:
         return value in _ON
@@ -70,22 +67,6 @@ def show_progress_bars() -> bool:
     if kernel is not None:
         return bool(getattr(kernel, "_allow_stdin", True))
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
-
-
-def _tqdm():
-    """tqdm's notebook widget where ipywidgets is installed in a notebook, else its text bar
-    (never ``tqdm.auto``'s warning about a missing widget)."""
-    if _kernel() is not None:
-        try:
-            import ipywidgets  # noqa: F401
-            from tqdm.notebook import tqdm
-
-            return tqdm
-        except ImportError:
-            pass
-    from tqdm.std import tqdm
-
-    return tqdm
 
 
 def duration(seconds: float) -> str:
@@ -108,9 +89,8 @@ def say(text: str, file=None) -> None:
 
 
 class RunLine:
-    """A progress bar's stand-in that prints one line when it is closed: what ran, how far,
-    how long, and its last postfix (``pretrain: 80/80 updates in 4.1 s; loss 5.21``). It
-    takes the calls the loops make on a tqdm bar."""
+    """A tqdm bar's stand-in that prints one line when closed: what ran, how far, how long,
+    and its last postfix (``pretrain: 80/80 updates in 4.1 s; loss 5.21``)."""
 
     def __init__(self, iterable=None, total=None, desc="", unit="it", initial=0, file=None):
         self.iterable, self.total, self.desc, self.unit = iterable, total, desc, unit
@@ -128,23 +108,16 @@ class RunLine:
             self.update(1)
         self.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def update(self, n: int = 1) -> None:
         self.n += n
-
-    def set_description(self, desc: str) -> None:
-        self.desc = desc
 
     def set_postfix(self, **kw) -> None:
         self.postfix = kw
 
-    def line(self) -> str:
-        """The one line this run reports."""
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         units = self.unit if self.unit.endswith("s") else f"{self.unit}s"
         done = f"{self.n}/{self.total}" if self.total is not None else f"{self.n}"
         text = f"{self.desc}: {done} {units} in {duration(time.perf_counter() - self.t0)}"
@@ -152,17 +125,7 @@ class RunLine:
             text += f" (resumed at {self.initial})"
         if self.postfix:
             text += "; " + ", ".join(f"{k} {v}" for k, v in self.postfix.items())
-        return text
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            say(self.line(), self.file)
-
-
-class _Silent(RunLine):
-    def close(self) -> None:
-        self.closed = True
+        say(text, self.file)
 
 
 def progress_bar(
@@ -178,19 +141,23 @@ def progress_bar(
     that prints one line at its end); nothing at all where ``enabled`` is False. Use it as
     tqdm: iterate over it, or ``update``, ``set_postfix`` and ``close`` it."""
     if not enabled:
-        return _Silent(iterable, total, desc, unit, initial)
+        return RunLine(iterable, total, desc, unit, initial, file=io.StringIO())  # unread
     if not show_progress_bars():
         return RunLine(iterable, total, desc, unit, initial)
-    bar = _tqdm()
-    return bar(iterable, total=total, desc=desc or None, unit=unit, initial=initial)
+    from tqdm.std import tqdm
+
+    if _kernel() is not None:  # the widget where ipywidgets is (tqdm.auto warns where not)
+        with contextlib.suppress(ImportError):
+            import ipywidgets  # noqa: F401
+            from tqdm.notebook import tqdm
+    return tqdm(iterable, total=total, desc=desc or None, unit=unit, initial=initial)
 
 
 # ---------------------------------------------------------------- timing
 
 
 def timed(step: Callable[[], object], device: torch.device | str = "cpu") -> tuple[float, float]:
-    """Run ``step`` once; its wall and CPU seconds, the device synchronised before and after
-    (a GPU runs asynchronously: unsynchronised, a step would time its launches alone)."""
+    """Run ``step`` once; its wall and CPU seconds, the device synchronised before and after."""
     synchronize(device)
     t0, c0 = time.perf_counter(), time.process_time()
     step()
@@ -233,46 +200,39 @@ def init_distributed(device: torch.device | None = None) -> Dist:
 
 
 def show_data_warnings_in_one_line(category: type[Warning]) -> None:
-    """Show warnings of ``category`` (and its subclasses) as one line, ``data check: <message>``,
-    without the file and line of the code that raised them (a page or a log would otherwise show
-    this machine's path to gpt1lib). Other warnings are shown as before."""
+    """Show warnings of ``category`` as one line, ``data check: <message>``, without the path
+    of the code that raised them; other warnings as before."""
     shown = warnings.showwarning
-    if getattr(shown, "_gpt1lib_categories", None) is not None:
-        shown._gpt1lib_categories.add(category)
+    if getattr(shown, "one_line", None) is category:  # already so (gpt1lib imported again)
         return
 
     def showwarning(message, cat, filename, lineno, file=None, line=None):
-        if issubclass(cat, tuple(showwarning._gpt1lib_categories)):
-            try:
-                say(f"data check: {message}", file or sys.stderr)
-            except OSError:  # no stream to write to
-                pass
-        else:
-            shown(message, cat, filename, lineno, file, line)
+        if not issubclass(cat, category):
+            return shown(message, cat, filename, lineno, file, line)
+        try:
+            say(f"data check: {message}", file or sys.stderr)
+        except OSError:  # no stream to write to
+            pass
 
-    showwarning._gpt1lib_categories = {category}
+    showwarning.one_line = category
     warnings.showwarning = showwarning
 
 
-def each_fitting(
-    parts: Iterable[list[int]], run: Callable[[list[int]], None], alone: Callable
-) -> int:
-    """``run`` on each list of indices of ``parts`` (a batch); one that runs out of GPU memory
-    is split in two and each half run, as often as it takes. An index that does not fit alone
-    is a ``RuntimeError`` whose message is ``alone(index)`` (what to change). Returns how many
-    times a batch was split (a record says so)."""
-    todo, splits = list(parts), 0
-    while todo:
-        part = todo.pop(0)
+def fitting(items: list, run: Callable[[list[list]], None], alone: Callable, split=1) -> int:
+    """``run`` on ``items`` cut into ``split`` parts; where the GPU runs out of memory, again in
+    twice as many (at most one item each), and where one item alone does not fit a
+    ``RuntimeError`` whose message is ``alone(items)`` (what to change). Returns the split that
+    ran."""
+    while True:
+        m = -(-len(items) // split)  # items a part
         try:
-            run(part)
+            run([items[i : i + m] for i in range(0, len(items), m)])
+            return split
         except torch.cuda.OutOfMemoryError as e:
-            if len(part) == 1:
-                raise RuntimeError(alone(part[0])) from e
+            if split >= len(items):
+                raise RuntimeError(alone(items)) from e
             torch.cuda.empty_cache()
-            todo[:0] = [part[: len(part) // 2], part[len(part) // 2 :]]
-            splits += 1
-    return splits
+            split = min(split * 2, len(items))
 
 
 _GATHERING = [0]  # gathered_warnings blocks open: an inner one leaves its warnings to the outer
@@ -280,12 +240,9 @@ _GATHERING = [0]  # gathered_warnings blocks open: an inner one leaves its warni
 
 @contextlib.contextmanager
 def gathered_warnings(category: type[Warning]):
-    """Within the block, warnings of ``category`` are kept and then shown as one line per
-    subject (a data check's first word is its task: "race dev: 3 of 8 examples truncated ..."),
-    each distinct message once: an experiment of many runs on one task repeats them. Other
-    warnings are shown as they come. A block inside another gathers nothing of its own: the
-    outer one shows its warnings with the rest (Table 5's arms: one line per task, not per arm).
-    """
+    """Within the block, warnings of ``category`` are kept, then shown as one line per subject
+    (a data check's first word is its task: "race dev: 3 of 8 examples truncated ..."), each
+    distinct message once. A block inside another leaves its warnings to the outer one."""
     if _GATHERING[0]:
         yield
         return
@@ -308,14 +265,13 @@ def gathered_warnings(category: type[Warning]):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     for subject, messages in kept.items():
         head = f"data checks, {subject}" if subject else "data checks"
-        sys.stdout.write(f"{head}: " + "; ".join(messages) + "\n")
-        sys.stdout.flush()
+        say(f"{head}: " + "; ".join(messages))
 
 
 @dataclass(frozen=True)
 class Precision:
-    """How a loop computes on its device: float32, or autocast to ``dtype`` (float16 with loss
-    scaling, since its narrow range lets small gradients underflow to 0)."""
+    """How a loop computes: float32, or autocast to ``dtype`` (float16 with loss scaling: its
+    narrow range lets small gradients underflow to 0)."""
 
     dtype: torch.dtype | None  # the autocast dtype; None: float32 throughout
     name: str
@@ -329,7 +285,7 @@ class Precision:
         return torch.autocast(device_type, self.dtype or torch.bfloat16, enabled=bool(self.dtype))
 
     def scaler(self, device: torch.device) -> torch.amp.GradScaler | None:
-        """A ``GradScaler`` for float16, else None (bf16 and float32 need no loss scaling)."""
+        """A ``GradScaler`` for float16, else None."""
         return torch.amp.GradScaler(device.type) if self.loss_scaling else None
 
 
@@ -337,11 +293,9 @@ FLOAT32 = Precision(None, "float32")
 
 
 def pick_precision(device: torch.device | str, mixed: bool = True) -> Precision:
-    """The precision of a run on ``device``: float32 on a CPU or with ``mixed=False``; on a GPU
-    bf16 autocast where it computes bf16 natively (compute capability 8.0 and up: A100, H100,
-    L4, RTX 30xx), else float16 autocast with loss scaling (the T4 and V100, compute capability
-    7.x, have no bf16 units; ``torch.cuda.is_bf16_supported()`` answers True there by default
-    because it counts emulation, which runs slower than float32)."""
+    """float32 on a CPU or with ``mixed=False``; on a GPU bf16 autocast from compute capability
+    8.0 (A100, H100, L4), else float16 with loss scaling (the T4 and V100 have no bf16 units;
+    ``torch.cuda.is_bf16_supported()`` says True there, counting a slow emulation)."""
     device = torch.device(device)
     if not mixed or device.type != "cuda":
         return FLOAT32
@@ -352,29 +306,25 @@ def pick_precision(device: torch.device | str, mixed: bool = True) -> Precision:
 
 # ---------------------------------------------------------------- shapes on a GPU
 
-#: What a GPU's fine-tuning and scoring loops round sequence lengths up to: with few distinct
-#: shapes a kernel's set-up for a new shape is paid a few times, not once a batch.
+#: What a GPU's fine-tuning and scoring loops round lengths up to: few shapes, few kernel set-ups.
 GPU_PAD_MULTIPLE = 64
 
 
 def capturing() -> bool:
-    """Whether a CUDA graph is being captured on the current stream (``steps``): a capture
-    cannot wait for the GPU, nor take a shape from the data."""
+    """Whether a CUDA graph is being captured (``steps``): it cannot wait for the GPU."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def pad_multiple(device: torch.device | str, asked: int | None = None) -> int:
-    """The multiple a batch's length is rounded up to: ``asked``, else ``GPU_PAD_MULTIPLE`` on
-    CUDA and 1 elsewhere (on a CPU every padded token is paid for in full)."""
+    """``asked``, else ``GPU_PAD_MULTIPLE`` on CUDA and 1 elsewhere (a CPU pays every pad)."""
     if asked is not None:
         return asked
     return GPU_PAD_MULTIPLE if torch.device(device).type == "cuda" else 1
 
 
 def attention_backends(device: torch.device | str):
-    """The context a fine-tuning or scoring loop runs in: on CUDA, PyTorch's attention kept to
-    the flash and memory-efficient kernels, which have no per-shape set-up (cuDNN's is paid
-    again for each new length); elsewhere nothing changes."""
+    """On CUDA, attention kept to the flash and memory-efficient kernels, which have no
+    per-shape set-up (cuDNN's is paid for each new length); elsewhere nothing changes."""
     if torch.device(device).type != "cuda":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel

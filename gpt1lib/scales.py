@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .facts import ARMS
+from .facts import ARMS, TABLE5_TASKS
 from .model import GPTConfig, preset
-from .settings import FinetuneConfig, LSTMConfig, PretrainConfig, lstm_preset
+from .settings import FinetuneConfig, LSTMConfig, PretrainConfig, lstm_preset, one_of
 from .tasks import get_task
 
 #: A long-form book corpus on the hub (PG-19: 28,602 public-domain books, one row a book).
@@ -48,14 +48,12 @@ class Scale:
     # "train:N": N merges learned on the corpus (below small, where the output matmul over 40,478
     # tokens would cost a CPU four times the blocks' work); "released": GPT-1's vocabulary
     tokenizer: str
-    pretrain: PretrainConfig
-    finetune: FinetuneConfig
+    pretrain: PretrainConfig = PretrainConfig()  # the paper's
+    finetune: FinetuneConfig = FinetuneConfig()
     corpus: str = HUB_CORPUS  # pre-training text: "fixture", a local folder or file, a hub id
     corpus_limit: int | None = None  # documents read from a hub corpus (None: all)
     task_source: str = "hub"  # where the tasks' data comes from: "fixture" or "hub"
-    # where fine-tuning starts by default: "pretrain", this book's own pre-training run (seconds
-    # or minutes below small), or "released", GPT-1's weights (pre-training first takes hours)
-    init: str = "pretrain"
+    init: str = "pretrain"  # where fine-tuning starts: "pretrain" (this book's run) or "released"
     # examples per task, (train, eval) by task family or "default" (None: all), subsampled with
     # the seed; a multiple-choice example is four sequences, so it may get fewer
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
@@ -63,38 +61,22 @@ class Scale:
     transfer_points: tuple[int, ...] | None = None  # n_transfer values (None: -1 to n_layer)
     # layer transfer's (train, dev) examples by task, where not the scale's ``limits``
     transfer_limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
-    # the fine-tuning protocol chosen on examples held out from train (``selection``) by the
-    # recorded run, for every arm: the tasks it is scored on (none: the scale's settings as
-    # they are) and the training examples read from each, of which 15% are held out
+    # the recorded run's protocol selection (``selection``): the tasks it is scored on (none:
+    # the scale's settings as they are) and the training examples read from each (15% held out)
     selection_tasks: tuple[str, ...] = ()
     selection_examples: int | None = None
     zero_shot_examples: int | None = None  # evaluation examples per zero-shot task (None: all)
-    bench: dict[str, tuple[int, int, int]] = field(
-        default_factory=dict
-    )  # device: batch, seq, steps
-    # the speed run's scale on a GPU (the appendix and the plan): the paper's, whose 64 x 512
-    # tokens a GPU's MFU and the paper's compute are measured at
-    bench_preset: str = "paper"
-    # the rows of Table 5 the scale runs (``ARMS``: all four)
-    table5_arms: tuple[str, ...] = ARMS
-    # Table 5's arms (``ARMS``): fine-tuning settings that differ from ``finetune`` (the "full"
-    # arm's, which every other chapter uses)
+    # the speed run's (batch, seq, steps) by device type
+    bench: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    bench_preset: str = "paper"  # the speed run's model on a GPU: the paper's, 64 x 512 tokens
+    table5_arms: tuple[str, ...] = ARMS  # the rows of Table 5 the scale runs
+    # each arm's fine-tuning settings that differ from ``finetune`` (the "full" arm's)
     arms: dict[str, dict] = field(default_factory=dict)
-    # the tasks of each experiment: chapters 05-08 by family, chapter 04's one task, the
-    # layer-transfer and the ablations chapters (each chapter's ``tasks=None``)
+    # the tasks of each experiment (each chapter's ``tasks=None``)
     family_tasks: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(FAMILY_TASKS))
     objective_task: str = "sst2"
     transfer_tasks: tuple[str, ...] = ("mnli_m", "race")
-    ablation_tasks: tuple[str, ...] = (
-        "cola",
-        "sst2",
-        "mrpc",
-        "stsb",
-        "qqp",
-        "mnli_m",
-        "qnli",
-        "rte",
-    )
+    ablation_tasks: tuple[str, ...] = TABLE5_TASKS
 
     def transfer_at(self) -> list[int]:
         """Layer transfer's points: the scale's, else -1 (nothing), 0 (the embeddings) and every
@@ -110,9 +92,7 @@ class Scale:
 
     def finetune_for(self, arm: str, **overrides) -> FinetuneConfig:
         """The fine-tuning settings of one of Table 5's arms, ``overrides`` replacing fields."""
-        if arm not in ARMS:
-            choices = ", ".join(map(repr, ARMS[:-1])) + f" or {ARMS[-1]!r}"
-            raise ValueError(f"arm={arm!r}: use {choices}")
+        one_of(*ARMS)("arm", arm)
         return replace(self.finetune, **(self.arms.get(arm, {}) | overrides))
 
     @property
@@ -206,8 +186,6 @@ SCALES: dict[str, Scale] = {
     ),
     "paper": Scale(
         name="paper", model="paper", tokenizer="released", init="released",
-        pretrain=PretrainConfig(),
-        finetune=FinetuneConfig(),
         zero_shot_examples=2000,
         bench={"cpu": (1, 128, 3), "cuda": (64, 512, 20)},  # the paper's own 64 x 512 tokens
     ),

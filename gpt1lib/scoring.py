@@ -10,7 +10,7 @@ import torch
 
 from .heads import TaskModel
 from .loss import regression_predictions
-from .runtime import FLOAT32, Precision, attention_backends, each_fitting, pad_multiple
+from .runtime import FLOAT32, Precision, attention_backends, fitting, pad_multiple
 from .tasks import Example, TaskSpec, compute_metrics
 from .tokenizer import Remembered
 from .transforms import Encoded, batches, collate, encode_example
@@ -26,9 +26,9 @@ class _BatchEncoded(Remembered):
         self.ids = dict(zip(texts, tok.encode_batch(texts), strict=True))
 
 
-#: Encodings made in this process, by (tokenizer, task, n_ctx, examples), with their tokens:
-#: a plan fine-tunes on the same examples many times (Table 5, layer transfer), CPU work a GPU
-#: waits on. Kept: the last 8, and older ones while all hold <= ``KEPT_TOKENS`` (about 150 MB).
+#: Encodings made in this process, by (tokenizer, task, n_ctx, examples), with their tokens (a
+#: plan encodes the same examples many times). Kept: the last 8, and older ones while all hold
+#: <= ``KEPT_TOKENS`` (about 150 MB).
 _ENCODED: dict[tuple, tuple[tuple[Encoded, ...], int]] = {}
 KEPT_TOKENS = 4_000_000
 
@@ -76,45 +76,36 @@ def predict(
     model.eval()
     out: list = [None] * len(items)
 
-    def score(b: list[int]) -> None:
-        batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
-        with precision.autocast(device.type), attention_backends(device):
-            scores = model(batch, lm=False)[0].float().cpu()
-        for i, v in zip(b, scores, strict=True):
-            out[i] = v.numpy()
+    def score(parts: list[list[int]]) -> None:
+        for b in parts:
+            batch = collate([items[i] for i in b], multiple=multiple, cap=cap).to(device)
+            with precision.autocast(device.type), attention_backends(device):
+                scores = model(batch, lm=False)[0].float().cpu()
+            for i, v in zip(b, scores, strict=True):
+                out[i] = v.numpy()
 
-    def alone(i: int) -> str:  # an example too long for the GPU even alone
-        n = max(map(len, items[i].seqs))
+    def alone(b: list[int]) -> str:
+        n = max(len(s) for i in b for s in items[i].seqs)
         return (
-            f"scoring one example of {n} tokens ({len(items[i].seqs)} sequences) runs out "
-            "of GPU memory even alone: lower FinetuneConfig.max_len"
+            f"scoring one example of up to {n} tokens a sequence runs out of GPU memory even "
+            "alone: lower FinetuneConfig.max_len"
         )
 
-    each_fitting(batches(items, batch_size, None), score, alone)  # halved where memory asks
+    for b in batches(items, batch_size, None):
+        fitting(b, score, alone)
     model.train(was)
     return np.stack(out)
-
-
-def predictions(
-    model: TaskModel,
-    items: Sequence[Encoded],
-    batch_size: int = 64,
-    device: torch.device | None = None,
-    precision: Precision = FLOAT32,
-) -> np.ndarray:
-    """What the model predicts for each of ``items``: a class or answer index, or STS-B's
-    score."""
-    scores = predict(model, items, batch_size, device, precision)
-    if model.regression:  # STS-B: the predicted score
-        return regression_predictions(torch.from_numpy(scores), model.regression).numpy()
-    return scores.argmax(-1)
 
 
 def evaluate(
     model: TaskModel, task: TaskSpec, items: Sequence[Encoded], batch_size=64, precision=FLOAT32
 ):
-    """The task's metrics on labelled ``items``, and the predictions and labels they were
-    computed from (for ``per_example_record``), on the model's device."""
-    preds = predictions(model, items, batch_size, precision=precision)
+    """The task's metrics on labelled ``items``, and the predictions (a class or answer index,
+    or STS-B's score) and labels they were computed from, on the model's device."""
+    scores = predict(model, items, batch_size, precision=precision)
+    if model.regression:  # STS-B: the predicted score
+        preds = regression_predictions(torch.from_numpy(scores), model.regression).numpy()
+    else:
+        preds = scores.argmax(-1)
     labels = np.array([e.label for e in items])
     return compute_metrics(task, preds, labels), preds, labels

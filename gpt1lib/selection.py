@@ -2,9 +2,9 @@
 
 For each row of Table 5 it runs (``harness.recipe``), each rate of ``RATES`` at the paper's
 warm-up and epochs (``PAPER``) fine-tunes on ``Scale.selection_examples`` training examples of
-each of ``Scale.selection_tasks`` less the ``HELD_OUT`` part (``carve``), and is scored by the
-mean of the tasks' metrics on that part (``select``, one record a trial). ``choose`` picks a
-rate under ``choice.TIE_RULE``; ``with_chosen`` makes the choices the scale's.
+each of ``Scale.selection_tasks`` less the ``HELD_OUT`` part (``selection_data``), and is
+scored by the mean of the tasks' metrics on that part (``select``, one record a trial).
+``choose`` picks a rate under ``choice.TIE_RULE``; ``with_chosen`` makes the choices the scale's.
 """
 
 from __future__ import annotations
@@ -24,26 +24,22 @@ HELD_OUT = 0.15
 METRIC = "selection_score"
 
 
-def carve(task: str, source, limit: int | None, seed: int = 0) -> tuple[list, list]:
-    """``limit`` training examples of ``task`` (seeded), split into the part fine-tuned on and
-    the ``HELD_OUT`` part a trial is scored on."""
-    examples = load_examples(task, "train", source, limit, seed)
-    order = list(range(len(examples)))
-    random.Random(seed + 1).shuffle(order)
-    n = max(1, int(len(examples) * HELD_OUT))
-    return [examples[i] for i in order[n:]], [examples[i] for i in order[:n]]
-
-
 def selection_data(source, limits: dict, seed: int = 0) -> dict[str, tuple[list, list]]:
-    """Each task of ``limits`` (task -> training examples read) ``carve``d."""
-    return {task: carve(task, source, limit, seed) for task, limit in limits.items()}
+    """Task -> (the part fine-tuned on, the ``HELD_OUT`` part) of ``limits[task]`` examples."""
+    data = {}
+    for task, limit in limits.items():
+        examples = load_examples(task, "train", source, limit, seed)
+        order = list(range(len(examples)))
+        random.Random(seed + 1).shuffle(order)
+        n = max(1, int(len(examples) * HELD_OUT))
+        data[task] = [examples[i] for i in order[n:]], [examples[i] for i in order[:n]]
+    return data
 
 
 def select(S: Scale, arm: str, model, tok, data: dict, base: FinetuneRun) -> list[dict]:
-    """The search for ``arm``: each rate of ``RATES`` fine-tunes ``model`` (the arm's
-    pre-trained model) on ``data`` (task -> ``carve``'s parts) with the arm's protocol at the
-    paper's schedule and ``base``'s device and seed, scored on the held-out part. Returns one
-    record a trial."""
+    """The search for ``arm``: each rate of ``RATES`` fine-tunes ``model`` on ``data``
+    (``selection_data``) with the arm's protocol at the paper's schedule, scored on the held-out
+    part. Returns one record a trial."""
     out: list[dict] = []
     protocol = arm_protocol(S, arm, base.cfg.seed, f"selection:{arm}")
     for lr in RATES:

@@ -1,40 +1,90 @@
 """The settings of a run, as data: pre-training (§4.1), fine-tuning (§4.1) and the LSTM baseline.
 
-Each field is declared once, with what everything else needs of it in its metadata:
-
-* ``check``: its allowed values (``whole``, ``real`` or ``one_of``), which ``checks.check_config``
-  applies to every field of a config before a run starts;
-* ``help``: what it means, in the error naming a bad value and on the command line;
-* ``option``: the pre-training command line's option that sets it (``harness.pretrain``);
-* ``label``: how a results page names a run whose value differs from its scale's (``labels``),
-  and ``varied_by``: the experiments that vary it themselves (their points share one label).
-
-Nothing here imports torch: the scales, the checks and the pages read it without the loops.
+Each field is declared once, with in its metadata its ``check`` (a ``Rule``: ``whole``, ``real``
+or ``one_of``, which the chapters' parameters and the command line use too;
+``checks.check_config`` applies it before a run), its ``help`` (in the error and on
+the command line), the pre-training command line's ``option``, the ``label`` a results page gives
+a run whose value differs from its scale's, and ``varied_by``, the experiments that vary it
+themselves. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from numbers import Integral, Real
 
 
-def whole(minimum: int | None = 1, none: bool = False) -> tuple:
+@dataclass(frozen=True)
+class Rule:
+    """What a value may be: ``ok`` tests it, ``allowed`` says it, ``hint`` ends the error."""
+
+    allowed: str
+    ok: Callable[[object], bool]
+    hint: str = ""
+
+    def __call__(self, name: str, value) -> None:
+        """A ``ValueError`` naming ``name``, its ``value`` and what to use, where it is not."""
+        if not self.ok(value):
+            hint = f" ({self.hint})" if self.hint else ""
+            raise ValueError(f"{name}={value!r}: use {self.allowed}{hint}")
+
+    def argument(self, cast: type = int) -> Callable[[str], object]:
+        """An argparse type: the text as a ``cast`` that the rule allows."""
+
+        def parse(text: str):
+            try:
+                value = cast(text)
+            except ValueError:
+                value = None
+            if value is None or not self.ok(value):
+                allowed = self.allowed.removesuffix(" or None")
+                raise argparse.ArgumentTypeError(f"{text!r} is not {allowed}")
+            return value
+
+        return parse
+
+
+def whole(minimum: int | None = 1, none: bool = False, hint: str = "") -> Rule:
     """A whole number >= ``minimum`` (any, where None), or None where ``none``."""
-    return ("count", {"minimum": minimum, "none": none})
+    low = -math.inf if minimum is None else minimum
+    allowed = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+    return Rule(
+        allowed + (" or None" if none else ""),
+        lambda v: (
+            (none and v is None)
+            or (isinstance(v, Integral) and not isinstance(v, bool) and v >= low)
+        ),
+        hint,
+    )
 
 
-def real(low: float = 0.0, high: float = math.inf, low_open=False, high_open=False) -> tuple:
+def real(low: float = 0.0, high: float = math.inf, low_open=False, high_open=False) -> Rule:
     """A real number in [low, high]; ``low_open`` / ``high_open`` exclude the bound."""
-    return ("number", {"low": low, "high": high, "low_open": low_open, "high_open": high_open})
+
+    def ok(v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
+            return False
+        return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+
+    left, right = "(" if low_open else "[", ")" if high_open or high == math.inf else "]"
+    return Rule(f"a number in {left}{low:g}, {high:g}{right}", ok)
 
 
-def one_of(*choices) -> tuple:
-    return ("choice", {"choices": choices})
+def one_of(*choices) -> Rule:
+    return Rule(f"one of {list(choices)}", lambda v: v in choices)
 
 
-def setting(default, check: tuple | None = None, help: str = "", **more):
-    """A config field: its ``default``, its ``check`` and ``help`` (and ``option``, ``label``,
-    ``varied_by``), in its metadata."""
+#: True or False, nothing else (a chapter's switches).
+BOOLEAN = Rule("True or False", lambda v: isinstance(v, bool))
+
+
+def setting(default, check: Rule | None = None, help: str = "", **more):
+    """A config field: its ``default``, and the rest in its metadata (``help`` ends the
+    ``check``'s error)."""
+    check = replace(check, hint=help) if check else None
     return field(default=default, metadata={"check": check, "help": help, **more})
 
 
@@ -91,8 +141,7 @@ class PretrainConfig:
     log_from: int = setting(1, whole(), "the update of the first log-spaced checkpoint")
     bf16: bool = True  # mixed precision on CUDA: bf16, or fp16 without it (runtime.pick_precision)
     compile: bool = False  # torch.compile the model
-    # how L1 is computed (``pretrain.loss_path``): "fused" (chunked, the least memory), "logits"
-    # (full logits, then cross-entropy), or "auto": "logits" compiled on CUDA, else "fused"
+    # how L1 is computed (``pretrain.loss_path``): "fused" (chunked), "logits", or "auto"
     loss: str = setting("auto", one_of("auto", "fused", "logits"), "auto: the device's faster")
     experiment: str = "pretrain"
 
@@ -158,13 +207,9 @@ class FinetuneConfig:
     experiment: str = "finetune"
 
 
-#: The paper's LSTM width over its transformer width (2048 / 768), kept at every scale.
-LSTM_WIDTH_RATIO = 2048 / 768
-
-
 def lstm_width(n_embd: int) -> int:
-    """The LSTM's units beside a transformer of width ``n_embd``: the paper's ratio."""
-    return round(n_embd * LSTM_WIDTH_RATIO)
+    """The LSTM's units beside a transformer of width ``n_embd``: the paper's 2048 beside 768."""
+    return round(n_embd * (2048 / 768))
 
 
 @dataclass(frozen=True)
@@ -187,8 +232,7 @@ class LSTMConfig:
         return 1
 
 
-#: Presets beside the transformer's: the same vocabulary and width, the LSTM's units in the
-#: paper's ratio to that width.
+#: Presets beside the transformer's: its vocabulary and width, the units in the paper's ratio.
 LSTM_PRESETS: dict[str, LSTMConfig] = {
     "paper": LSTMConfig(),
     "small": LSTMConfig(n_embd=384, n_hidden=lstm_width(384)),  # 1024
@@ -200,13 +244,11 @@ LSTM_PRESETS: dict[str, LSTMConfig] = {
 def lstm_preset(name: str, **overrides) -> LSTMConfig:
     """The LSTM preset ``name`` (``paper``, ``small``, ``mini``, ``tiny``), ``overrides``
     replacing fields."""
-    if name not in LSTM_PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(LSTM_PRESETS)}")
+    one_of(*LSTM_PRESETS)("preset", name)
     return replace(LSTM_PRESETS[name], **overrides)
 
 
-#: Each chapter's parameters, as its ``parameters`` cell declares them (a test keeps the two in
-#: step).
+#: Each chapter's parameters, as its ``parameters`` cell declares them (a test checks).
 PARAMETERS: dict[str, tuple[str, ...]] = {
     "intro": ("results_dir",),
     "results_at_a_glance": ("results_dir",),

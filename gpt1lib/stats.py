@@ -1,17 +1,12 @@
-"""Uncertainty: 95% bootstrap intervals over the evaluation examples.
+"""Uncertainty: 95% percentile bootstrap intervals over the evaluation examples (Efron &
+Tibshirani 1993, ch. 13): resample the examples with replacement ``n`` times, score each
+resample, take the 2.5th and 97.5th percentiles. The difference between two arms scored on the
+same examples gets the **paired** interval: both arms take the same indices in each resample,
+so what they share (an example both find easy) cancels.
 
-A reproduced number is one draw: evaluated on other examples of the same kind it would differ.
-The percentile bootstrap (Efron & Tibshirani 1993, ch. 13) measures by how much: resample the
-evaluation set's examples with replacement ``n`` times, score each resample, and take the 2.5th
-and 97.5th percentiles of those scores. For the difference between two arms scored on the same
-examples (pre-trained against from scratch, transformer against LSTM, ...) the interval is the
-**paired** one: each resample takes the same example indices for both arms, so what the two
-share (an example both find easy) cancels, and the interval is of the difference itself.
-
-The metrics are those of ``tasks.compute_metrics`` (in percent), written here for a whole
-batch of resamples at once: ``METRICS[name](predictions, labels)`` takes arrays of shape
-``(resamples, examples)`` and returns one value per resample. Everything is seeded: the same
-inputs give the same interval.
+``METRICS[name](predictions, labels)`` are ``tasks.compute_metrics``'s metrics (in percent) on
+``(resamples, examples)`` arrays, one value per resample. The same inputs and seed give the same
+interval.
 """
 
 from __future__ import annotations
@@ -81,25 +76,6 @@ METRICS: dict[str, BatchMetric] = {
 }
 
 
-def _metric(metric: str | BatchMetric) -> BatchMetric:
-    if callable(metric):
-        return metric
-    if metric not in METRICS:
-        raise ValueError(f"no bootstrap for metric {metric!r}; there is one for {list(METRICS)}")
-    return METRICS[metric]
-
-
-def _arrays(*arrays) -> list[np.ndarray]:
-    out = [np.asarray(a) for a in arrays]
-    n = len(out[0])
-    if any(a.ndim != 1 or len(a) != n for a in out):
-        shapes = [a.shape for a in out]
-        raise ValueError(f"predictions and labels must be 1-d and of one length; got {shapes}")
-    if n == 0:
-        raise ValueError("no examples: an interval needs at least one")
-    return out
-
-
 def resample_indices(n_examples: int, n: int = 1000, seed: int = 0):
     """The bootstrap's example indices, ``n`` rows of ``n_examples``, yielded in chunks of at
     most ``CHUNK`` rows (the same rows for the same arguments)."""
@@ -117,88 +93,54 @@ def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
     return (float(lo), float(hi))
 
 
-def bootstrap_distribution(
-    metric: str | BatchMetric, preds, labels, n: int = 1000, seed: int = 0
-) -> np.ndarray:
-    """The metric on each of ``n`` bootstrap resamples of the examples."""
-    fn = _metric(metric)
-    preds, labels = _arrays(preds, labels)
-    return np.concatenate([fn(preds[i], labels[i]) for i in resample_indices(len(preds), n, seed)])
+def _distribution(metric: str | BatchMetric, n: int, seed: int, *arrays) -> np.ndarray:
+    """The metric on each of ``n`` resamples of ``arrays`` = (preds, labels), or of
+    metric(a) - metric(b) for (preds_a, preds_b, labels), both arms on the SAME indices."""
+    if not callable(metric) and metric not in METRICS:
+        raise ValueError(f"no bootstrap for metric {metric!r}; there is one for {list(METRICS)}")
+    fn = metric if callable(metric) else METRICS[metric]
+    *preds, labels = arrays = [np.asarray(a) for a in arrays]
+    if any(a.ndim != 1 or len(a) != len(labels) for a in arrays):
+        shapes = [a.shape for a in arrays]
+        raise ValueError(f"predictions and labels must be 1-d and of one length; got {shapes}")
+    if len(labels) == 0:
+        raise ValueError("no examples: an interval needs at least one")
+    chunks = []
+    for i in resample_indices(len(labels), n, seed):
+        scores = [fn(p[i], labels[i]) for p in preds]
+        chunks.append(scores[0] - scores[1] if len(scores) == 2 else scores[0])
+    return np.concatenate(chunks)
 
 
 def bootstrap_interval(
-    metric: str | BatchMetric,
-    preds,
-    labels,
-    n: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
+    metric: str | BatchMetric, *arrays, n: int = 1000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
     """The percentile bootstrap interval of ``metric`` (a name of ``METRICS`` or a function of
-    (resamples, examples) arrays) over the examples."""
-    return _percentiles(bootstrap_distribution(metric, preds, labels, n, seed), level)
+    (resamples, examples) arrays) over the examples of ``arrays``: (preds, labels), or
+    (preds_a, preds_b, labels) for metric(a) - metric(b), two arms scored on the same examples
+    and resampled together (the paired interval)."""
+    return _percentiles(_distribution(metric, n, seed, *arrays), level)
 
 
-def paired_difference_distribution(
-    metric: str | BatchMetric, preds_a, preds_b, labels, n: int = 1000, seed: int = 0
-) -> np.ndarray:
-    """metric(a) - metric(b) on each of ``n`` resamples, both arms on the SAME indices."""
-    fn = _metric(metric)
-    preds_a, preds_b, labels = _arrays(preds_a, preds_b, labels)
-    return np.concatenate(
-        [
-            fn(preds_a[i], labels[i]) - fn(preds_b[i], labels[i])
-            for i in resample_indices(len(labels), n, seed)
-        ]
-    )
-
-
-def paired_difference_interval(
-    metric: str | BatchMetric,
-    preds_a,
-    preds_b,
-    labels,
-    n: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> tuple[float, float]:
-    """The bootstrap interval of metric(a) - metric(b), two arms scored on the same examples
-    (``labels``), resampled together: the paired interval."""
-    return _percentiles(
-        paired_difference_distribution(metric, preds_a, preds_b, labels, n, seed), level
-    )
+#: The paired interval of metric(a) - metric(b): ``bootstrap_interval`` of (metric, a, b, labels).
+paired_difference_interval = bootstrap_interval
 
 
 def mean_interval(
-    arms: list[tuple[str | BatchMetric, object, object]],
-    n: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
+    arms: list[tuple], n: int = 1000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
     """The interval of the mean over tasks of a metric (Table 5's Avg): ``arms`` holds one
-    (metric, preds, labels) per task; each task's examples are resampled on their own."""
+    (metric, preds, labels) per task, or one (metric, preds_a, preds_b, labels) for the mean
+    of metric(a) - metric(b); each task's examples are resampled on their own (paired within
+    the task), seeded per task."""
     if not arms:
         return (float("nan"), float("nan"))
-    dists = [bootstrap_distribution(m, p, y, n, seed + i) for i, (m, p, y) in enumerate(arms)]
+    dists = [_distribution(m, n, seed + i, *arrays) for i, (m, *arrays) in enumerate(arms)]
     return _percentiles(np.mean(dists, axis=0), level)
 
 
-def mean_difference_interval(
-    arms: list[tuple[str | BatchMetric, object, object, object]],
-    n: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> tuple[float, float]:
-    """The interval of the mean over tasks of metric(a) - metric(b) (Table 5's Avg of a
-    finding): ``arms`` holds one (metric, preds_a, preds_b, labels) per task; each task's
-    examples are resampled on their own (paired within the task), seeded per task."""
-    if not arms:
-        return (float("nan"), float("nan"))
-    dists = [
-        paired_difference_distribution(m, a, b, y, n, seed + i)
-        for i, (m, a, b, y) in enumerate(arms)
-    ]
-    return _percentiles(np.mean(dists, axis=0), level)
+#: The mean over tasks of metric(a) - metric(b): ``mean_interval`` of (metric, a, b, labels).
+mean_difference_interval = mean_interval
 
 
 def format_interval(value: float, interval: tuple[float, float] | None, digits: int = 1) -> str:

@@ -1,32 +1,21 @@
 """Fine-tuning updates that keep a GPU busy: the whole update replayed as one CUDA graph.
 
-A fine-tuning step of 32 short sequences is launch-bound on a GPU: about 650 kernels, each
-launched from Python, with the GPU idle between them. ``GraphedSteps`` captures the whole
-update, forward, L3, backward, the gradient clip and fused AdamW, once per batch shape as a
-CUDA graph, and replays it: one launch a step.
+A fine-tuning step of 32 short sequences is launch-bound on a GPU (about 650 kernels).
+``GraphedSteps`` captures the whole update (forward, L3, backward, the clip, fused AdamW) once
+per batch shape and replays it: one launch a step. Training batches come in few shapes (every
+one full, its length rounded up on CUDA: ``runtime.pad_multiple``); each shape's batch is
+copied into buffers its graph reads, the learning rate is a tensor the graph reads
+(``optim.make_optimizer(..., graphs=True)``), and the LM loss scores every row, padding with
+weight 0 (``loss.fused_lm_loss``: the same loss).
 
-A graph has fixed shapes and addresses. Training batches come in few shapes: every one is full
-(the released code drops an epoch's last partial batch, ``transforms.batches``) and on CUDA its
-length is rounded up to a multiple of 64 (``runtime.pad_multiple``). Each shape's batch is
-copied into buffers of its own that the graph reads; the learning rate is a tensor the graph
-reads (``optim.make_optimizer(..., graphs=True)``), set before each replay; dropout draws from
-PyTorch's graph-safe generator. The LM loss scores every row of a graph's batch, padding with
-weight 0 (``loss.fused_lm_loss`` picks the real rows only outside a capture: the same loss).
+The first update of each shape runs eagerly, a real update that creates the optimiser's state
+and the kernels' workspaces (a capture must not allocate them); the second captures and
+replays. Left eager: a shape whose capture fails (said, and kept in ``failed``), batches over
+``MAX_TOKENS`` tokens (compute-bound: a graph saves little), and what the caller keeps out
+(micro-batches after an out-of-memory, float16 loss scaling, ``compile=True``, the LSTM).
 
-The first update of each shape runs eagerly and is a real update (as in PyTorch's own
-whole-network example, which warms up on real batches): it creates the optimiser's state and
-the kernels' workspaces, which a capture must not allocate. The second captures the graph and
-replays it; so do all later ones. Graphs share one memory pool: each replay's outputs are read
-before the next replay. Left eager: a shape whose capture fails (said, and kept in
-``failed`` for the records; where the failure left PyTorch's CUDA random generator unusable,
-an error instead), batches of more than ``MAX_TOKENS`` tokens (compute-bound, so a
-graph saves little there and would hold their activations beside the eager cache), and
-whatever the caller keeps out (micro-batches after an out-of-memory, float16 with its loss
-scaling, ``compile=True``, the LSTM).
-
-Before its updates, each run builds a fresh model, drawing its parameters twice (PyTorch's
-initialisation, then the paper's), CPU work the GPU waits on: ``seeded_build`` copies the last
-one built from the same seed instead, the same parameters and random generator after.
+``seeded_build`` copies the last model built from the same seed instead of drawing its
+parameters again: the same parameters, and the random generator left where building it left it.
 """
 
 from __future__ import annotations
@@ -47,17 +36,12 @@ MAX_TOKENS = 32 * 512
 #: A shape met once: its next update is captured.
 CAPTURE_NEXT = "capture next"
 
-#: How a shape is captured: ``capture(fn, pool) -> (replay, pool)``, ``fn`` the update returning
-#: its losses, ``replay()`` running it again on the shape's buffers and returning them.
-Capture = Callable[[Callable[[], torch.Tensor], object], tuple[Callable[[], torch.Tensor], object]]
-
 
 def cuda_graph(fn: Callable[[], torch.Tensor], pool):
     """Capture ``fn`` as a CUDA graph in memory ``pool`` (None: a new one); nothing runs yet.
-    On a side stream, as ``torch.cuda.graph`` does, without its synchronisation, full garbage
-    collection and emptied cache before each capture (a sweep captures a few shapes for each
-    of its runs) but with Python's garbage collector paused: a graph it destroyed during a
-    capture would break the capture."""
+    As ``torch.cuda.graph`` does, without its synchronisation, garbage collection and emptied
+    cache before each capture, but with Python's garbage collector paused (a graph it destroyed
+    mid-capture would break the capture)."""
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     collecting = gc.isenabled()
@@ -83,7 +67,7 @@ def cuda_graph(fn: Callable[[], torch.Tensor], pool):
 
 def random_ok(device: torch.device) -> bool:
     """Whether ``device``'s random generator still draws (a capture that failed halfway can
-    leave it marked as capturing, and every later draw an error)."""
+    leave it marked as capturing)."""
     if device.type != "cuda":
         return True
     try:
@@ -94,43 +78,28 @@ def random_ok(device: torch.device) -> bool:
     return True
 
 
-def _failed(device: torch.device, reason: str, e: Exception) -> None:
-    """Say a failed capture; an error where it left the random generator unusable."""
-    if not random_ok(device):
-        raise RuntimeError(
-            f"CUDA graph capture failed ({reason}) and left PyTorch's CUDA random generator "
-            "unusable in this process (its next dropout mask fails): run again with "
-            "FinetuneConfig(graphs=False), and report the reason"
-        ) from e
-    print(f"CUDA graph capture failed, eager for this shape ({reason})")
-
-
 def eager_stand_in(fn: Callable[[], torch.Tensor], pool):
-    """``capture`` where there is no CUDA (the tests): each "replay" runs ``fn`` on the same
-    buffers, and nothing runs at capture, as with a graph."""
+    """``capture`` without CUDA (the tests): each "replay" runs ``fn`` on the same buffers."""
     return fn, pool
 
 
 def graphs_asked(cfg) -> bool:
-    """Whether a fine-tuning protocol replays its updates where it can: ``cfg.graphs``, and not
-    compiled (a device, precision and model may still rule it out: ``graphs_pay``)."""
+    """Whether a fine-tuning protocol replays its updates where it can (``graphs_pay``)."""
     return cfg.graphs and not cfg.compile
 
 
 def graphs_pay(device: torch.device, model: torch.nn.Module, cfg, precision) -> bool:
     """Whether a fine-tuning run replays its updates as graphs: on CUDA, ``graphs_asked``, no
-    float16 loss scaling (its skipped steps wait for the GPU), and a transformer (the LSTM's
-    cuDNN kernels are left as they were)."""
+    float16 loss scaling (its skipped steps wait for the GPU), and a transformer."""
     eager = precision.loss_scaling or not graphs_asked(cfg)
     return device.type == "cuda" and not eager and isinstance(model.transformer, FastGPT)
 
 
 class GraphedSteps:
     """Updates of ``model`` by ``opt``, replayed per batch shape: ``step(batch, lr)`` returns
-    the update's losses (L3, L2, L1 on the device), or None where the caller takes the update
-    eagerly (the first of its shape, or a shape left eager). ``losses(batch)`` is the update's
-    forward: the (3,) losses of a batch on the device, L3 first. ``capture``: ``cuda_graph``,
-    or ``eager_stand_in`` where there is no CUDA."""
+    the update's (3,) losses (L3, L2, L1 on the device), or None where the caller takes the
+    update eagerly. ``losses(batch)`` is the update's forward. ``capture(fn, pool) -> (replay,
+    pool)``: ``cuda_graph``, or ``eager_stand_in`` where there is no CUDA."""
 
     def __init__(
         self,
@@ -138,7 +107,7 @@ class GraphedSteps:
         opt: torch.optim.Optimizer,
         losses: Callable[[Batch], torch.Tensor],
         grad_clip: float,
-        capture: Capture | None = None,
+        capture: Callable | None = None,
     ) -> None:
         self.model, self.opt, self.losses, self.grad_clip = model, opt, losses, grad_clip
         self.device, self.pool = next(model.parameters()).device, None
@@ -174,7 +143,13 @@ class GraphedSteps:
                 self.graphs[key] = (replay, buffers)
             except RuntimeError as e:
                 reason = f"batch {tuple(key[:2])}: {type(e).__name__}: {str(e).splitlines()[0]}"
-                _failed(self.device, reason, e)
+                if not random_ok(self.device):
+                    raise RuntimeError(
+                        f"CUDA graph capture failed ({reason}) and left PyTorch's CUDA random "
+                        "generator unusable in this process (its next dropout mask fails): run "
+                        "again with FinetuneConfig(graphs=False), and report the reason"
+                    ) from e
+                print(f"CUDA graph capture failed, eager for this shape ({reason})")
                 self.failed.append(reason)
                 self.graphs[key] = None
             self.opt.zero_grad(set_to_none=True)  # a capture's gradients, made or failed: its own
@@ -188,8 +163,8 @@ class GraphedSteps:
             getattr(buffers, name).copy_(getattr(batch, name), non_blocking=True)
 
     def close(self) -> None:
-        """Free the graphs and their memory now (a run's end), not when a garbage collection
-        finds them: the graphs and the update's loss function refer to each other."""
+        """Free the graphs and their memory now, not when a garbage collection finds them (they
+        and the update's loss function refer to each other)."""
         self.graphs.clear()
         self.losses = None
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, trainers
 
-from .files import atomic_path
+from .files import atomic_path, not_utf8
 from .front_end import normalizer, pre_tokenizer
 from .hub import HUB_ID, hub_files
 
@@ -71,9 +71,8 @@ def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
 def read_released(
     encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike, specials: bool = True
 ) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """The vocabulary and merges of ``encoder_bpe_40000.json`` + ``vocab_40000.bpe`` (or the
-    hub's ``vocab.json`` + ``merges.txt``), checked to be one release's; ``specials``: with the
-    §3.3 tokens appended."""
+    """The vocabulary (with the §3.3 tokens if ``specials``) and merges of the released
+    files, checked to be one release's."""
     for p in (encoder_json, vocab_bpe):
         if not Path(p).is_file():
             raise FileNotFoundError(
@@ -99,8 +98,7 @@ LONG_TEXT = 1 << 16
 
 def paragraph_pieces(text: str | Iterable[str], size: int) -> Iterator[str]:
     """``text`` (or its lines) in pieces of at least ``size`` characters (the last may be
-    shorter), each cut after a run of blank lines; the pieces join to the text. Their ids,
-    joined, lack the ``\\n</w>`` at each cut: ``encode_batch`` puts it back."""
+    shorter), each cut after a run of blank lines; the pieces join to the text."""
     piece: list[str] = []
     n, after_blank = 0, False  # after a blank line that follows a line
     for line in io.StringIO(text) if isinstance(text, str) else text:
@@ -131,7 +129,12 @@ class GPT1Tokenizer:
                 f"the last three tokens are {found}, not {SPECIAL_TOKENS}: build the tokenizer "
                 "with GPT1Tokenizer.train, from_released or load"
             )
-        self.backend, self._fingerprint = backend, None
+        self.backend = backend
+        self._fingerprint = hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]
+        #: All tokens; the BPE vocabulary (40478 released) and the §3.3 tokens' ids after it.
+        self.n_tokens = n
+        self.vocab_size = self.start = n - 3
+        self.delimiter, self.classify = n - 2, n - 1
 
     @classmethod
     def train(
@@ -142,13 +145,9 @@ class GPT1Tokenizer:
         n_merges: int = 40_000,
         show_progress: bool = False,
     ) -> GPT1Tokenizer:
-        """Learn exactly ``n_merges`` merges from text ``files`` and/or ``texts``.
-
-        The vocabulary is ``<unk>``, the base symbols seen (characters, then characters +
-        ``</w>``, in code point order), one token per new merge, then the specials. Two passes:
-        tokenizers' trainer breaks ties by symbol id and numbers ``x</w>`` symbols in hash-map
-        order, so the second pass numbers the first's base symbols in a fixed order.
-        """
+        """Learn exactly ``n_merges`` merges from text ``files`` and/or ``texts``. Two passes:
+        tokenizers' trainer breaks ties by symbol id and numbers symbols in hash-map order, so
+        the second fixes the base symbols' order (characters, then with ``</w>``)."""
         if files is None and texts is None:
             raise ValueError("give the training corpus as files=[...] or texts=[...]")
         if not isinstance(n_merges, int) or n_merges < 0:
@@ -165,10 +164,7 @@ class GPT1Tokenizer:
                     try:
                         yield from paragraph_pieces(f, LONG_TEXT // 4)
                     except UnicodeDecodeError as e:
-                        raise ValueError(
-                            f"{p} is not UTF-8 text ({e.reason} at byte {e.start}); convert "
-                            f"it, e.g. iconv -f latin1 -t utf-8 '{p}' > utf8.txt"
-                        ) from e
+                        raise not_utf8(p, e) from e
             for text in texts:
                 yield from _long_text_pieces(text)
 
@@ -215,16 +211,13 @@ class GPT1Tokenizer:
     @classmethod
     def from_hub(cls, repo_id: str = HUB_ID, revision: str | None = None) -> GPT1Tokenizer:
         """The released vocabulary from the hub repository's ``vocab.json`` + ``merges.txt``."""
+        fix = (
+            "Point at a local copy instead: GPT1Tokenizer.from_released('encoder_bpe_40000.json', "
+            "'vocab_40000.bpe') (the hub's vocab.json and merges.txt work the same)"
+        )
+        files = ("vocab.json", "merges.txt")
         return cls.from_released(
-            *hub_files(
-                repo_id,
-                ("vocab.json", "merges.txt"),
-                revision,
-                TokenizerUnavailableError,
-                "Point at a local copy instead: GPT1Tokenizer.from_released("
-                "'encoder_bpe_40000.json', 'vocab_40000.bpe') (the hub's vocab.json and "
-                "merges.txt work the same)",
-            )
+            *hub_files(repo_id, files, revision, TokenizerUnavailableError, fix)
         )
 
     @classmethod
@@ -246,8 +239,8 @@ class GPT1Tokenizer:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> GPT1Tokenizer:
-        """A tokenizer written by ``save``: its folder, or the ``tokenizer.json`` itself; or a
-        folder of the released files (``encoder_bpe_40000.json`` and ``vocab_40000.bpe``)."""
+        """A tokenizer written by ``save`` (its folder or ``tokenizer.json``), or a folder of the
+        released files (``RELEASED_FILES``)."""
         p = Path(path)
         if (p / RELEASED_FILES[0]).is_file():
             return cls.from_released(p / RELEASED_FILES[0], p / RELEASED_FILES[1])
@@ -274,28 +267,6 @@ class GPT1Tokenizer:
             tmp.write_text(self.backend.to_str(), encoding="utf-8")
         return path
 
-    @property
-    def vocab_size(self) -> int:
-        """BPE tokens without the three specials (40478 for the released vocabulary)."""
-        return self.backend.get_vocab_size(with_added_tokens=True) - len(SPECIAL_TOKENS)
-
-    @property
-    def n_tokens(self) -> int:
-        """All tokens: the vocabulary plus ``_start_ _delimiter_ _classify_``."""
-        return self.vocab_size + len(SPECIAL_TOKENS)
-
-    @property
-    def start(self) -> int:
-        return self.vocab_size
-
-    @property
-    def delimiter(self) -> int:
-        return self.vocab_size + 1
-
-    @property
-    def classify(self) -> int:
-        return self.vocab_size + 2
-
     def id_to_token(self, i: int) -> str:
         token = self.backend.id_to_token(i) if 0 <= i < self.n_tokens else None
         if token is None:
@@ -307,9 +278,7 @@ class GPT1Tokenizer:
         return self.backend.token_to_id(token)
 
     def fingerprint(self) -> str:
-        """16 hex digits of the SHA-256 of the tokenizer.json content (computed once)."""
-        if self._fingerprint is None:
-            self._fingerprint = hashlib.sha256(self.backend.to_str().encode()).hexdigest()[:16]
+        """16 hex digits of the SHA-256 of the tokenizer.json content."""
         return self._fingerprint
 
     def encode(self, text: str) -> list[int]:
@@ -317,8 +286,8 @@ class GPT1Tokenizer:
         return self.encode_batch([text])[0]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """``encode`` of many texts at once, in parallel in Rust; texts over ``LONG_TEXT``
-        characters in pieces (``paragraph_pieces``), rejoined with the newline token."""
+        """``encode`` of many texts at once, in parallel; texts over ``LONG_TEXT`` characters in
+        pieces (``paragraph_pieces``), rejoined with the newline token the cut lost."""
         pieces, owners = [], []
         for i, text in enumerate(texts):
             cut = _long_text_pieces(text)
@@ -346,8 +315,8 @@ class GPT1Tokenizer:
 
 
 class Remembered:
-    """``tok`` whose ``encode`` keeps each text's ids (``ids``), for texts encoded again and
-    again (a zero-shot curve scores the same texts at every checkpoint)."""
+    """``tok`` whose ``encode`` keeps each text's ids, for texts encoded again and again (a
+    zero-shot curve scores the same texts at every checkpoint)."""
 
     def __init__(self, tok) -> None:
         self.tok, self.ids = tok, {}

@@ -1,23 +1,15 @@
-"""Task-specific input transformations (§3.3, Figure 1): every input becomes token sequences.
-
-Each sequence is ``_start_ ... _classify_``; the task head reads the final hidden state at the
-``_classify_`` (extract) position. Classification: ``_start_ text _classify_``; entailment:
-``_start_ premise _delimiter_ hypothesis _classify_``; similarity: both orders (the head adds
-their extract vectors); multiple choice: ``_start_ context question _delimiter_ answer_k
-_classify_`` per answer.
-
-Truncation to ``n_ctx`` keeps the special tokens. Story Cloze (``"halves"``, the released code's
-``transform_roc``): every part at most ``n_ctx // 2 - 2`` tokens, a cut story keeping its end.
-Otherwise (the library's rule): classification keeps the text's start; a pair cuts the longer
-side from its end; multiple choice keeps question and answers whole and cuts the document from
-its end, the same for every answer.
+"""Task-specific input transformations (§3.3, Figure 1): every input becomes token sequences
+``_start_ ... _classify_``; the task head reads the final hidden state at ``_classify_``.
+Classification: ``_start_ text _classify_``; entailment: ``_start_ premise _delimiter_
+hypothesis _classify_``; similarity: both orders (the head adds their extract vectors);
+multiple choice: ``_start_ context question _delimiter_ answer_k _classify_`` per answer.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -30,9 +22,8 @@ TRUNCATIONS = ("family", "halves")
 
 @dataclass(frozen=True)
 class Encoded:
-    """One example as token sequences: 1 (classification, entailment), 2 (similarity: both
-    orders) or k (multiple choice: one per answer), each ending with ``_classify_``;
-    ``truncated``: whether any of its tokens was cut to fit."""
+    """One example's token sequences, each ending with ``_classify_``; ``truncated``: whether
+    any of its tokens was cut to fit."""
 
     seqs: tuple[tuple[int, ...], ...]
     label: int | float | None
@@ -45,14 +36,10 @@ class Encoded:
 
 
 def _trim_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
-    """Drop tokens from the end of the longer of ``a``, ``b`` until both fit ``budget``."""
-    a, b = list(a), list(b)
-    while len(a) + len(b) > budget:
-        if len(a) >= len(b):
-            a.pop()
-        else:
-            b.pop()
-    return a, b
+    """Cut the end of the longer of ``a``, ``b`` (``a`` at a tie), token by token, until both fit
+    ``budget``: each keeps all its tokens or at least ``budget // 2``."""
+    n = min(len(a), max(budget - len(b), budget // 2))
+    return a[:n], b[: budget - n]
 
 
 def _multiple_choice(context, question, answers, budget):
@@ -101,11 +88,7 @@ def encode_example(
             raise ValueError(f"example {ex.uid or ex.texts[:1]!r} has no answers")
         if truncation == "halves" and n_ctx < 6:
             raise ValueError(f"n_ctx={n_ctx}: halves of n_ctx // 2 - 2 tokens need n_ctx >= 6")
-        parts = (
-            tok.encode(ex.texts[0]),
-            tok.encode(ex.texts[1]),
-            [tok.encode(a) for a in ex.answers],
-        )
+        parts = (*map(tok.encode, ex.texts), [tok.encode(a) for a in ex.answers])
         if truncation == "halves":
             text, answers, truncated = _halves(*parts, n_ctx)
         else:  # budget: n_ctx less _start_, _delimiter_, _classify_
@@ -125,12 +108,9 @@ def truncated_count(examples: Sequence[Example], task, tok, n_ctx: int) -> int:
 
 @dataclass
 class Batch:
-    """Right-padded sequences of a batch of examples.
-
-    ``ids`` (N, T) with N = examples x sequences per example; ``extract`` (N,) the
-    ``_classify_`` positions; ``mask`` (N, T) the real tokens (for the auxiliary LM loss);
-    ``labels`` (examples,), or None for unlabelled data; ``n_seq`` sequences per example.
-    """
+    """Right-padded sequences: ``ids`` and ``mask`` (the real tokens) (N, T) with N = examples
+    x ``n_seq`` sequences each; ``extract`` (N,) the ``_classify_`` positions; ``labels``
+    (examples,), or None for unlabelled data."""
 
     ids: torch.Tensor
     extract: torch.Tensor
@@ -139,11 +119,9 @@ class Batch:
     n_seq: int
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        def move(t):
-            return None if t is None else t.to(device, non_blocking=non_blocking)
-
-        return Batch(
-            move(self.ids), move(self.extract), move(self.mask), move(self.labels), self.n_seq
+        tensors = {k: v for k, v in vars(self).items() if isinstance(v, torch.Tensor)}
+        return replace(
+            self, **{k: v.to(device, non_blocking=non_blocking) for k, v in tensors.items()}
         )
 
 
@@ -161,12 +139,8 @@ def collate(
     multiple: int = 1,
     cap: int | None = None,
 ) -> Batch:
-    """Pad ``items``' sequences on the right to ``pad_to``, else to the longest rounded up to
-    a ``multiple`` (at most ``cap``: ``padded_length``).
-
-    Padding never reaches the extract position (it comes after ``_classify_``), and the causal
-    mask keeps it from changing anything before it; ``mask`` keeps it out of the LM loss.
-    """
+    """Pad ``items``' sequences on the right to ``pad_to``, else to ``padded_length``. Padding
+    comes after ``_classify_``, so the causal mask keeps it from changing anything before it."""
     n_seq = len(items[0].seqs)
     if any(len(e.seqs) != n_seq for e in items):
         raise ValueError("every example of a batch needs the same number of sequences (answers)")
@@ -193,13 +167,10 @@ def batches(
     length_grouped: bool = True,
     drop_last: bool = False,
 ) -> list[list[int]]:
-    """Batches of indices: shuffled (with ``rng``), grouped by length when asked, and with
-    ``drop_last`` only full batches (training, as the released code: the shuffled order's last
-    ``len(items) % batch_size`` examples sit out that epoch).
-
-    Length grouping sorts each window of 50 batches by length before cutting it, then shuffles
-    the batches, so padding is small and the order still random.
-    """
+    """Batches of indices: shuffled (with ``rng``); with ``drop_last`` only full batches (as the
+    released code: the shuffled order's last ``len(items) % batch_size`` sit out the epoch);
+    ``length_grouped``: each window of 50 batches sorted by length before it is cut, then the
+    batches shuffled, so padding is small and the order still random."""
     idx = list(range(len(items)))
     if rng is not None:
         rng.shuffle(idx)

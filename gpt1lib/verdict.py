@@ -1,10 +1,6 @@
-"""The verdict first: what each recorded run reproduces, in a few lines for the top of a page.
-
-Drawn from the records alone: which of the paper's four findings hold (``findings``), how far
-the run's scores on Tables 2-4 sit from the paper's and how many show nothing learned
-(``baselines``), its pre-training compute as a fraction of GPT-1's (``flops``, against
-``facts.PAPER_COMPUTE_FLOPS``), and where a reader reruns it.
-"""
+"""The verdict first, from the records alone, for the top of a page: which of the paper's
+findings each recorded run shows, how far its scores sit from the paper's and how many show
+nothing learned, its pre-training compute against GPT-1's, and where a reader reruns it."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ from .model import GPTConfig
 
 def _compute(records: pd.DataFrame, run: str) -> float | None:
     """A run's GPT pre-training FLOPs (``flops.model_flops_per_token`` times its tokens)."""
-    gpt = records[records.experiment.isin(PRETRAIN_EXPERIMENTS["gpt"])]
+    gpt = records[records.experiment == PRETRAIN_EXPERIMENTS["gpt"]]
     gpt = [r for r in gpt.to_dict("records") if run_label(r) == run]
     if not gpt or "gpt" not in (ups := pretrained(records).get(run, {})):
         return None
@@ -40,8 +36,7 @@ RERUN = (
 
 
 def verdict_box(records) -> str:
-    """What each recorded run reproduces (the module docstring lists what), as the HTML of a box
-    for the top of a page."""
+    """What each recorded run reproduces, as the HTML of a box."""
     df = frame(records)
     table, scores = findings(df), with_baselines(df, "finetune")
     lines = []

@@ -1,9 +1,6 @@
-"""Released GPT-1 weights in and out.
-
-Layouts: the hub repository ``openai-community/openai-gpt`` (``config.json`` +
-``model.safetensors``; Conv1D matrices stored (in, out), the transpose of ``nn.Linear``; the tied
-LM head not stored) or a local folder of the same files; the original release's ``params_*.npy``
-shards of one flat float32 array with ``params_shapes.json``; export in the transformers layout.
+"""Released GPT-1 weights in and out: the hub's transformers layout (``config.json`` +
+``model.safetensors``, Conv1D matrices stored (in, out), the transpose of ``nn.Linear``) or a
+local copy, the original release's ``params_*.npy`` shards, and export in the transformers layout.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ class WeightsUnavailableError(RuntimeError):
     """The weights could not be fetched (hub unreachable or files missing)."""
 
 
-#: GPTConfig fields that config.json stores under the same name.
 _SIZES, _DROPOUTS = ("n_layer", "n_head", "n_embd"), ("embd_pdrop", "attn_pdrop", "resid_pdrop")
 
 
@@ -221,14 +217,8 @@ def load_original(folder: str | os.PathLike, n_ctx: int | None = None, **config_
     }
     model = load_state_dict_hf(GPT(cfg), tensors)
     if n_ctx is not None and n_ctx < n_pos:  # the released code kept only the first n_ctx rows
-        model = truncate_context(model, n_ctx)
-    return model
-
-
-def truncate_context(model: GPT, n_ctx: int) -> GPT:
-    """Keep the first ``n_ctx`` position embeddings (the released code's ``[:n_ctx]``)."""
-    with torch.no_grad():
-        w = model.positions_embed.weight[:n_ctx].clone()
-    model.positions_embed = torch.nn.Embedding.from_pretrained(w, freeze=False)
-    model.config = replace(model.config, n_ctx=n_ctx)
+        with torch.no_grad():
+            w = model.positions_embed.weight[:n_ctx].clone()
+        model.positions_embed = torch.nn.Embedding.from_pretrained(w, freeze=False)
+        model.config = replace(model.config, n_ctx=n_ctx)
     return model

@@ -18,8 +18,7 @@ The paper's four heuristics, as it states them:
   substituted sentence.
 
 The first token of a text has no context and is never scored. Each score is normalised between
-a random-guess baseline (0) and the state of the art (1), as Figure 2 does
-(``facts.ZERO_SHOT_BASELINES``).
+a random-guess baseline (0) and the state of the art (1), as Figure 2 does.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from .checks import check_labelled, check_tokenizer
 from .facts import HEURISTICS, ZERO_SHOT_TASKS, normalise
 from .model import check_ids
 from .records import make_record, per_example_record, provenance
-from .runtime import attention_backends, each_fitting, pad_multiple, pick_device, progress_bar
+from .runtime import attention_backends, fitting, pad_multiple, pick_device, progress_bar
 from .stats import METRICS
 from .tasks import Example, compute_metrics, get_task, load_examples
 from .tokenizer import Remembered
@@ -50,14 +49,13 @@ from .transforms import padded_length
 ZERO_SHOT_SPLITS = {"cola": "dev", "sst2": "dev", "race": "dev", "dprd": "test"}
 #: Heuristics whose threshold is chosen on training examples (and the metric it maximises).
 THRESHOLDED = {"cola": "matthews", "sst2_calibrated": "accuracy"}
-#: Padded tokens a scoring batch holds on a GPU (were all scored, their logits: 5.3 GB in float32).
+#: Padded tokens a scoring batch holds on a GPU.
 GPU_BATCH_TOKENS = 32_768
 
 
 @dataclass(frozen=True)
 class ZeroShotSet:
-    """What a task's heuristics are scored on: ``examples`` of ``split``, and for CoLA and
-    SST-2 the ``train`` examples a threshold is chosen on (``THRESHOLDED``)."""
+    """``examples`` of ``split``, and the ``train`` examples a threshold is chosen on."""
 
     split: str
     examples: Sequence[Example]
@@ -65,8 +63,8 @@ class ZeroShotSet:
 
 
 def load_zero_shot(source, limit: int | None = None, seed: int = 0):
-    """Each zero-shot task's ``ZeroShotSet`` from ``source`` (``limit`` examples a split, drawn
-    with ``seed``), and the tasks skipped because ``source`` lacks them, with the reason."""
+    """Each zero-shot task's ``ZeroShotSet`` from ``source`` (``limit`` examples a split), and
+    the tasks ``source`` lacks, with the reason."""
     sets, skipped = {}, {}
     for task, split in ZERO_SHOT_SPLITS.items():
         try:
@@ -116,13 +114,14 @@ def continuation_logprobs(
         for i, part in zip(idx, tok_lp.split([hi - lo for lo, hi in spans]), strict=True):
             out[i] = (float(part.sum()), part.numel())
 
-    def alone(i: int) -> str:
+    def alone(idx: list[int]) -> str:
         return (
-            f"zero-shot scoring of one sequence of {len(seqs[i])} tokens runs out of GPU "
-            "memory even alone: score with a model of a shorter context"
+            f"zero-shot scoring of one sequence of {max(len(seqs[i]) for i in idx)} tokens runs "
+            "out of GPU memory even alone: score with a model of a shorter context"
         )
 
-    each_fitting(_batches(seqs, batch_size, multiple, n_ctx), score, alone)  # halved if need be
+    for idx in _batches(seqs, batch_size, multiple, n_ctx):  # cut where memory asks
+        fitting(idx, lambda parts: [score(p) for p in parts], alone)
     model.train(was)
     return out
 
@@ -155,9 +154,8 @@ def cola_scores(model, tok, texts: Sequence[str]) -> np.ndarray:
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: str = "matthews") -> float:
-    """The threshold on ``scores`` (predict 1 above it) with the highest Matthews correlation
-    (or ``metric="accuracy"``) against ``labels``; the lowest such threshold on a tie. Every
-    candidate is scored at once, as the bootstrap scores its resamples (``stats.METRICS``)."""
+    """The threshold on ``scores`` (predict 1 above it) with the highest ``metric`` against
+    ``labels``; the lowest such threshold on a tie. Every candidate is scored at once."""
     s = np.sort(np.unique(scores))
     candidates = np.concatenate([[s[0] - 1], (s[:-1] + s[1:]) / 2, [s[-1] + 1]])
     pred = (scores[None, :] > candidates[:, None]).astype(int)
@@ -171,12 +169,6 @@ def sst2_margins(model, tok, texts: Sequence[str]) -> np.ndarray:
     prefixes = [tok.encode(t + " very") for t in texts]
     lp = continuation_logprobs(model, prefixes * 2, [pos] * len(texts) + [neg] * len(texts))
     return np.array([p[0] - n[0] for p, n in zip(lp[: len(texts)], lp[len(texts) :], strict=True)])
-
-
-def sst2_predictions(model, tok, texts: Sequence[str], threshold: float = 0.0) -> np.ndarray:
-    """1 where the LM finds "positive" likelier than "negative" after ``text + " very"`` (the
-    paper's), or where its margin is above ``threshold`` (``sst2_calibrated``'s)."""
-    return (sst2_margins(model, tok, texts) > threshold).astype(int)
 
 
 def race_predictions(model, tok, examples: Sequence[Example]) -> np.ndarray:
@@ -226,9 +218,8 @@ def zero_shot_score(
     """The task's metric (percent) of heuristic ``task`` (a task of ``ZERO_SHOT_TASKS`` or
     ``sst2_calibrated``) on ``examples``."""
     name = task if task in THRESHOLDED else get_task(task).name
-    _check(model, tok, name, examples, train)
     train = train if name in THRESHOLDED else None
-    preds = _predictions(model, tok, name, examples, train)["race" if "race" in name else name]
+    preds = task_predictions(model, tok, name, examples, train)["race" if "race" in name else name]
     spec = get_task(HEURISTICS.get(task, task))
     return compute_metrics(spec, preds, np.array([e.label for e in examples]))[spec.metrics[0]]
 
@@ -237,30 +228,9 @@ def task_predictions(
     model, tok, task: str, examples: Sequence[Example], train: Sequence[Example] | None = None
 ) -> dict[str, np.ndarray]:
     """Every heuristic of ``task`` on ``examples``, by name: SST-2's paper heuristic and, with
-    ``train``, its calibrated threshold, from one scoring of the sentences."""
-    _check(model, tok, get_task(task).name, examples, train)
-    return _predictions(model, tok, task, examples, train)
-
-
-def _predictions(model, tok, task, examples, train) -> dict[str, np.ndarray]:
-    task = get_task(HEURISTICS.get(task, task)).name
-    if task in ("race", "race_m", "race_h"):
-        return {"race": race_predictions(model, tok, examples)}
-    if task == "dprd":
-        return {"dprd": dprd_predictions(model, tok, examples)}
-    scorer = cola_scores if task == "cola" else sst2_margins  # what a threshold is put on
-    scores = scorer(model, tok, [e.texts[0] for e in examples])
-    out = {"sst2": (scores > 0).astype(int)} if task == "sst2" else {}
-    for name, metric in THRESHOLDED.items():
-        if HEURISTICS[name] == task and train:
-            labels = np.array([e.label for e in train])
-            th = best_threshold(scorer(model, tok, [e.texts[0] for e in train]), labels, metric)
-            out[name] = (scores > th).astype(int)
-    return out
-
-
-def _check(model, tok, name: str, examples, train) -> None:
-    """``zero_shot_score``'s arguments, before any scoring."""
+    ``train``, its calibrated threshold, from one scoring of the sentences; every argument
+    checked first."""
+    name = task if task in THRESHOLDED else get_task(task).name
     if name not in (*HEURISTICS, "race_m", "race_h"):
         raise ValueError(f"no zero-shot heuristic for {name!r}; the paper's: {ZERO_SHOT_TASKS}")
     spec = get_task(HEURISTICS.get(name, name))
@@ -271,6 +241,19 @@ def _check(model, tok, name: str, examples, train) -> None:
     if not examples:
         raise ValueError(f"no examples to score {spec.name} on: pass load_examples(...)")
     check_labelled(spec, {"evaluation": examples, "train": train or []})
+    if spec.name in ("race", "race_m", "race_h"):
+        return {"race": race_predictions(model, tok, examples)}
+    if spec.name == "dprd":
+        return {"dprd": dprd_predictions(model, tok, examples)}
+    scorer = cola_scores if spec.name == "cola" else sst2_margins  # what a threshold is put on
+    scores = scorer(model, tok, [e.texts[0] for e in examples])
+    out = {"sst2": (scores > 0).astype(int)} if spec.name == "sst2" else {}
+    for heuristic, metric in THRESHOLDED.items():
+        if HEURISTICS[heuristic] == spec.name and train:
+            labels = np.array([e.label for e in train])
+            th = best_threshold(scorer(model, tok, [e.texts[0] for e in train]), labels, metric)
+            out[heuristic] = (scores > th).astype(int)
+    return out
 
 
 def evaluate_checkpoints(
@@ -284,9 +267,8 @@ def evaluate_checkpoints(
     seed: int | None = None,
 ) -> list[dict]:
     """Records of every heuristic at every checkpoint folder (``step_<updates>``) on ``data``
-    (``load_zero_shot``): ``step`` the checkpoint's updates, ``config`` the model class, the
-    heuristic (``HEURISTICS``: SST-2 has two) and the normalised score; beside each score, a
-    ``per_example`` record for its interval. ``seed``: the one the examples were drawn with."""
+    (``load_zero_shot``, its examples drawn with ``seed``): ``config`` the model class, the
+    heuristic and the normalised score; beside each score, its ``per_example`` record."""
     dev = pick_device(device)
     out, folders = [], list(map(Path, folders))
     if unnamed := [str(f) for f in folders if not re.fullmatch(r"step_\d+", f.name)]:

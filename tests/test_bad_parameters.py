@@ -49,7 +49,7 @@ def cli_corpus_limit_zero(c):
     _cli(c, "--corpus-limit", "0")
 
 
-@cli(ValueError, match="argument --dropout: '1.5' is not a dropout rate")
+@cli(ValueError, match=r"argument --dropout: '1.5' is not a number in \[0, 1\)")
 def cli_dropout_above_one(c):
     _cli(c, "--dropout", "1.5")
 

@@ -371,7 +371,9 @@ def test_existing_run_is_not_overwritten(tok, corpus, tmp_path):
 
 
 def test_a_folder_that_is_not_a_checkpoint(tmp_path):
-    with pytest.raises(CheckpointError, match="not a gpt1lib checkpoint"):
+    with pytest.raises(
+        CheckpointError, match="lacks .*: pass a checkpoint folder written by pretrain"
+    ):
         read_state(tmp_path)
 
 

@@ -8,7 +8,7 @@ rounded up to 64, as on a GPU).
 
 import pytest
 
-from gpt1lib.choice import RATES, TIE_RULE, best, choose
+from gpt1lib.choice import RATES, TIE_RULE, choose
 from gpt1lib.harness import recipe
 from gpt1lib.scales import SCALES
 from gpt1lib.selection import HELD_OUT, chosen, with_chosen
@@ -111,9 +111,9 @@ def test_no_rates_no_prediction_and_an_outcome_beside_each_prediction(small):
     bare = recipe.units(S, TASKS)
     assert recipe.format_units(bare, S, "nothing", None).splitlines()[-1].split()[-1] == "-"
     took = {u["id"]: u["seconds"] * 1.5 for u in _of(plan, "pretrain")}
-    lines = recipe.format_outcome(plan, took).splitlines()
-    assert [line.split()[0] for line in lines] == ["part", "pretrain", "all"]
-    assert lines[1].split()[1] == "2" and lines[1].split()[-1] == "1.50"
+    lines = recipe.format_units(plan, S, "H100", None, took).splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["part", "pretrain", "total"]
+    assert lines[1].split()[1] == "2" and lines[1].split()[4] == "1.50"
 
 
 def test_each_row_takes_the_rate_that_scored_best_on_held_out_train():
@@ -122,15 +122,18 @@ def test_each_row_takes_the_rate_that_scored_best_on_held_out_train():
         return {"value": value, "metric": "selection_score", "config": config}
 
     rows = [row(30, RATES[0]), row(40, RATES[1]), row(35, RATES[2]), row(12, RATES[2], "lstm")]
-    assert best(rows[:3]) == {"lr": 2.5e-4, "warmup": 0.002, "epochs": 3}
-    assert best([row(1, 1e-3), row(1, 2.5e-4)])["lr"] == 1e-3  # the first on a tie
+    assert choose(rows[:3])["settings"] == {"lr": 2.5e-4, "warmup": 0.002, "epochs": 3}
+    assert choose([row(1, 1e-3), row(1, 2.5e-4)])["settings"]["lr"] == 1e-3  # the first on a tie
     picked = chosen(rows)
-    assert picked == {"full": best(rows[:3]), "lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3}}
+    assert picked == {
+        "full": {"lr": 2.5e-4, "warmup": 0.002, "epochs": 3},
+        "lstm": {"lr": 1e-3, "warmup": 0.002, "epochs": 3},
+    }
     S = with_chosen(SCALES["small"], picked)
     assert S.finetune.lr == 2.5e-4 and S.finetune_for("lstm").lr == 1e-3
     assert S.finetune_for("no_pretraining").lr == 2.5e-4  # not searched: the full row's
     with pytest.raises(ValueError, match="run the search first"):
-        best([])
+        choose([])
 
 
 def _trial(lr: float, right: int, start: int = 0, arm: str = "full") -> dict:

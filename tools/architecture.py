@@ -4,12 +4,13 @@ exits 1 if one is missed (CI runs it, ``make lint``).
 * **Layers** (``../shared/DESIGN.md``): every import of the package, those inside functions
   too, points down or sideways in ``LAYERS``, never up; no import cycle among the modules; the
   results pages' modules (``REPORTING``) import no loop and no experiment.
-* **Size**, measured on the code as ``ruff format`` writes it: the package within
-  ``GOALS`` (printed), the paper core (``CORE``) within ``CORE_LINES`` non-blank lines; no module
-  over ``MODULE_LINES`` lines, no function over ``FUNCTION_LINES``. What ruff leaves as
-  written (``# fmt: skip``, ``# fmt: off``) may hold a table of values and nothing else.
-* **The harness**: the recorded run's scheduling code (``SCHEDULING``) and the whole harness
-  within ``SCHEDULING_LINES`` non-blank lines, and the whole harness against its goal.
+* **Size**, measured on the code as ``ruff format`` writes it: the package, the paper core
+  (``CORE``) and the harness within ``CEILINGS`` non-blank lines, each printed beside issue 44's
+  goal (``GOALS``); no module over ``MODULE_LINES`` lines, no function over
+  ``FUNCTION_LINES``. What ruff leaves as written (``# fmt: skip``, ``# fmt: off``) may hold a
+  table of values and nothing else.
+* **Scheduling**: the recorded run's scheduling code (``SCHEDULING``) within
+  ``SCHEDULING_LINES`` non-blank lines.
 * **Notebooks**: at most ``SHARED_NOTEBOOK_CODE`` of the chapters' code lines appear in more
   than one notebook (``notebook_lines``: what a chapter does, not what it declares).
 """
@@ -58,11 +59,11 @@ CORE = (
     "transforms", "pretrain", "pretrain.logger", "finetune", "heads", "scoring", "zeroshot",
     "lstm", "weights", "scales", "settings",
 )  # fmt: skip
-#: The core's ceiling, enforced. Ceilings describe the design and go down, never up to fit a
-#: change.
-CORE_LINES = 4800
-#: Issue 44's goals for a slim library, printed with how far each is, not yet enforced: the
-#: redesign that meets them is not done (issue 44 stays open until they are ceilings).
+#: The ceilings, enforced, in non-blank lines: the package, the paper core and the harness.
+#: Ceilings describe the design and go down, never up to fit a change.
+CEILINGS = {"gpt1lib": 9800, "paper core": 4550, "the harness": 1525}
+#: Issue 44's goals for a slim library, printed with how far each is: the ceilings go down to
+#: them (issue 44 stays open until they are the ceilings).
 GOALS = {"gpt1lib": 8000, "paper core": 4300, "the harness": 1200}
 MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 400, 60, 0.15
 #: The recorded run's scheduling code (the units, their predictions, the runner).
@@ -242,20 +243,21 @@ def main() -> int:
     print(f"imports against the layers: {len(up)}" + "".join(f"\n  {x}" for x in up))
     print(f"modules in no layer: {unplaced or 'none'}")
     failures += ["cycles"] * bool(loops) + ["layers"] * bool(up) + ["unplaced"] * bool(unplaced)
-    core = sum(nonblank(mods[m]) for m in CORE if m in mods)
-    total = sum(nonblank(p) for p in mods.values())
-    print(f"paper core: {core:,} non-blank lines (at most {CORE_LINES:,})")
-    failures += ["core"] * (core > CORE_LINES)
+    sizes = (
+        sum(nonblank(p) for p in mods.values()),
+        sum(nonblank(mods[m]) for m in CORE if m in mods),
+        sum(nonblank(p) for m, p in mods.items() if m.split(".")[0] == "harness"),
+    )
+    for (name, ceiling), goal, lines in zip(CEILINGS.items(), GOALS.values(), sizes, strict=True):
+        gap = f"{goal:,}, {lines - goal:,} lines to go" if lines > goal else f"{goal:,}, met"
+        print(f"{name}: {lines:,} non-blank lines (at most {ceiling:,}; issue 44's goal: {gap})")
+        failures += [name] * (lines > ceiling)
     sched = sum(nonblank(mods[m]) for m in SCHEDULING)
-    harness = sum(nonblank(p) for m, p in mods.items() if m.split(".")[0] == "harness")
     print(
         f"scheduling ({', '.join(SCHEDULING)}): {sched:,} non-blank lines (at most "
         f"{SCHEDULING_LINES})"
     )
     failures += ["scheduling"] * (sched > SCHEDULING_LINES)
-    for (name, goal), lines in zip(GOALS.items(), (total, core, harness), strict=True):
-        gap = f"{lines - goal:,} lines to go" if lines > goal else "met"
-        print(f"issue 44's goal, {name}: {lines:,} non-blank lines (goal {goal:,}): {gap}")
     big = sorted(
         (n, m) for m, p in mods.items() if (n := len(formatted(p).splitlines())) > MODULE_LINES
     )

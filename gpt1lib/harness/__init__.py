@@ -1,10 +1,6 @@
-"""The harness: what runs the book's experiments at a scale and times them, above the library.
-
-* ``reproduce``: the recorded reproduction (``make record``), and sweeps of a chapter's
-  parameter; ``recipe`` and ``runner``: its units, predicted from measured rates and run;
-* ``bundle``: an offline bundle of everything a run reads, for a machine without a network;
-* ``bench`` (with ``contenders``): training steps timed against transformers, the speed run;
-* ``pretrain``: pre-training's command line, on one GPU or many.
+"""The harness, above the library: the recorded reproduction and its sweeps (``reproduce``,
+``recipe``, ``runner``), the offline ``bundle``, the speed run (``bench``, ``contenders``,
+``memory``) and pre-training's command line (``pretrain``).
 """
 
 import argparse

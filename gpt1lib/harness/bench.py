@@ -1,18 +1,6 @@
-"""Speed: GPT-1's training steps timed against transformers' OpenAIGPT in the same run.
-
-For a model preset and ``batch`` sequences of ``seq`` tokens, on the CPU or a GPU: the time of one
-``optim.train_step`` (the step of pre-training and fine-tuning: forward, loss, backward, the
-gradient-norm clip at 1.0, ``optim.make_optimizer``'s AdamW, fused where PyTorch has it), tokens
-per second, peak memory and the model FLOPs utilisation (``flops``). transformers'
-``OpenAIGPTLMHeadModel`` of the same configuration (``labels=input_ids`` loss) takes the same step
-in the same process, its steps INTERLEAVED with ours after warm-up (ours, theirs, ours, ...), so
-both see the same machine; each figure is the median over the timed steps, the ratio taken within
-the run. Both compute the same function: "gpt1lib" (``FastGPT``) drops out the summed embedding as
-transformers does; each of ``VARIANTS`` changes one thing. Fine-tuning (``mode="finetune"``)
-times length-grouped batches padded to their longest against batches padded to the context.
-
-``python -m gpt1lib.harness.bench --preset small --batch 4 --seq 128`` prints the table and, with
-``--out``, appends the records (experiment "bench").
+"""Speed: GPT-1's training steps timed against transformers' OpenAIGPT in the same run, the
+contenders' steps INTERLEAVED after warm-up so both see the same machine; each figure is the
+median over the timed steps. ``python -m gpt1lib.harness.bench --preset small --seq 128``.
 """
 
 from __future__ import annotations
@@ -22,6 +10,7 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
+from importlib.util import find_spec
 from typing import Any
 
 import pandas as pd
@@ -36,16 +25,13 @@ from . import command_line
 from .contenders import IMPLEMENTATIONS, MODELS, MODES, BenchConfig, Contender, contenders
 from .memory import gpu_busy, method, peak_memory
 
-#: The settings of the headline ratio: the library's default configuration (embedding dropout
-#: on the matrix, as the released code) against transformers, both through ``train_step`` with
-#: the same AdamW; "gpt1lib" is the like-for-like function (dropout on the summed embedding).
+#: The headline ratio's contender: the library's default (embedding dropout on the matrix).
 HEADLINE = "gpt1lib:matrix"
 
 
 def _time_interleaved(contenders: Sequence[Contender], cfg: BenchConfig, device) -> float:
-    """Warm each up, then alternate timed steps: one of each, ``steps`` times. On the CPU a
-    float32 matmul is timed after each round too; returns its best rate (TFLOP/s, else 0), so
-    that the CPU's peak is the machine's best during the run, not a moment's."""
+    """Time one step of each, ``steps`` rounds after warm-up; returns the CPU's best float32
+    matmul TFLOP/s timed between rounds (its peak), else 0."""
     for c in contenders:
         for _ in range(cfg.warmup):
             c.step()
@@ -76,8 +62,7 @@ def _checked(cfg: BenchConfig) -> BenchConfig:
     if unknown:
         raise ValueError(f"unknown implementations {unknown}; choose from {IMPLEMENTATIONS}")
     device = pick_device(cfg.device)
-    # the scale's (batch, seq, steps) on this device where not given: ``--scale paper`` on an
-    # H100 is the paper's own 64 x 512 tokens
+    # the scale's (batch, seq, steps) on this device where not given
     default = (SCALES[cfg.scale].bench if cfg.scale else {}).get(device.type, (4, None, 5))
     asked = (cfg.batch, cfg.seq, cfg.steps)
     batch, seq, steps = (a if a is not None else d for a, d in zip(asked, default, strict=True))
@@ -92,7 +77,6 @@ def _checked(cfg: BenchConfig) -> BenchConfig:
 
 
 def _row(c: Contender, cfg: BenchConfig, run: dict[str, Any]) -> dict[str, Any]:
-    """The result of contender ``c``; ``run`` holds what all results of the run share."""
     t = statistics.median(c.times)
     fpt = model_flops_per_token(preset(cfg.preset), cfg.seq) if c.mode == "pretrain" else None
     return {
@@ -131,9 +115,7 @@ def _compare(rows: list[dict[str, Any]]) -> None:
 
 
 def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict[str, Any]]:
-    """Time the training steps ``cfg`` asks for; one result dict per implementation timed
-    (``_row``'s keys), with vs_reference: its speed over the reference's (transformers, or
-    padding to the context), and vs_reference_cpu, the same in CPU time."""
+    """One result (``_row``) per contender, vs_reference its speed over the reference's."""
     cfg = _checked(replace(cfg or BenchConfig(), **overrides))
     device = pick_device(cfg.device)
     cpu = device.type == "cpu"
@@ -168,17 +150,10 @@ def run_benchmark(cfg: BenchConfig | None = None, **overrides: Any) -> list[dict
 def speed_run(
     S, device, *, batch=None, seq=None, steps=None, compile: bool | None = None, log=print
 ) -> list[dict]:
-    """The appendix's speed run: on a GPU the training step of ``S.bench_preset`` (the
-    paper's, 64 x 512 tokens), on a CPU the scale's own, against transformers (``batch``,
-    ``seq``, ``steps``: None, the scale's for the device), with the fine-tuning contenders;
-    compiled as well where ``compile`` (None: on CUDA), pre-training only (each new
-    fine-tuning shape would compile again). Returns the results (``to_records``)."""
+    """The appendix's speed run: ``S.bench_preset`` on a GPU (the scale's on a CPU), and with
+    ``compile`` (None: on CUDA) pre-training compiled as well."""
     cuda = torch.device(device).type == "cuda"
-    impl = ("gpt1lib", "gpt1lib:matrix", "transformers")
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        impl = impl[:2]
+    impl = ("gpt1lib", "gpt1lib:matrix", "transformers")[: 3 if find_spec("transformers") else 2]
     cfg = BenchConfig(
         scale=S.bench_preset if cuda else S.name,
         implementations=impl,
@@ -191,7 +166,6 @@ def speed_run(
     )
     runs = [cfg]
     if cuda if compile is None else compile:
-        # the default step beside model.GPT with every speed path off, and transformers
         both = ("gpt1lib:matrix", "gpt1lib:plain", *impl[2:])
         runs.append(replace(cfg, compile=True, mode="pretrain", implementations=both))
     results = []
@@ -208,17 +182,13 @@ def speed_run(
 
 
 def run_repeats(cfg: BenchConfig, repeats: int, **overrides: Any) -> list[list[dict[str, Any]]]:
-    """``run_benchmark`` ``repeats`` times, each with fresh models; each result's ``repeat``
-    says which. A busy or shared machine moves one run's figures: their spread says by how
-    much (``spread``)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}: run at least once")
     return [[r | {"repeat": i} for r in run_benchmark(cfg, **overrides)] for i in range(repeats)]
 
 
 def spread(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per variant over the repeats: the median, min and max of tokens/s and of the speed over
-    the reference (transformers, or padding to the context)."""
+    """Per variant over the repeats: the median, min and max of tokens/s and vs_reference."""
     out = []
     for variant in dict.fromkeys(r["variant"] for run in runs for r in run):
         rows = [r for run in runs for r in run if r["variant"] == variant]
@@ -240,7 +210,6 @@ def _range(r: dict, key: str, fmt: str) -> str:
 
 
 def format_spread(stats: Sequence[dict[str, Any]]) -> str:
-    """The spread table, then the headline: which settings, and its ratio's median and range."""
     cells = {
         "variant": [r["variant"] for r in stats],
         "runs": [r["repeats"] for r in stats],
@@ -258,8 +227,6 @@ def format_spread(stats: Sequence[dict[str, Any]]) -> str:
     return text
 
 
-# ---------------------------------------------------------------- records, table, command line
-
 #: The result fields that become records, and those that go into their config.
 METRICS = (
     "step_time_s cpu_time_s tokens_per_s examples_per_s mfu peak_mem_mb gpu_busy_s gpu_busy_share"
@@ -271,8 +238,6 @@ _CONFIG = (
 
 
 def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
-    """Records (``records.make_record``) of ``results``: one per metric and implementation; the
-    ratio is "speedup_vs_transformers" or "speedup_vs_padding_to_context"."""
     recs = []
     for r in results:
         config = r["config"] | {k: r[k] for k in _CONFIG} | {"steps": len(r["step_times_s"])}
@@ -295,9 +260,7 @@ def to_records(results: Sequence[dict[str, Any]]) -> list[dict]:
 
 
 def bench_records(records) -> pd.DataFrame:
-    """The bench records among ``records`` (``read_records``), one row per run, variant and
-    metric (with the loss path a pre-training variant took), each run named by what it timed:
-    "preset · b<batch> × <seq> · <device> · compiled · commit <sha>"."""
+    """The bench records among ``records``, their config's keys as columns, and ``run``."""
     kept = records[records.experiment == "bench"].copy() if "experiment" in records else records
     if kept.empty:
         return kept
@@ -313,9 +276,8 @@ def bench_records(records) -> pd.DataFrame:
 
 
 def recorded_mfu(records, device: str = "H100") -> tuple[float, str] | None:
-    """The MFU the library's default training step (``HEADLINE``) reached at the paper's preset
-    on ``device`` in the newest recorded run that has it (compiled where it was), and which run
-    that was; None where none has."""
+    """``HEADLINE``'s MFU at the paper's preset on ``device`` in the newest recorded run, and
+    that run; None where none has it."""
     kept = bench_records(records)
     if kept.empty:
         return None
@@ -338,7 +300,6 @@ _COLUMNS = {
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:
-    """A plain-text table of ``results``, then the device, commit, peak and memory method."""
     cells = [
         {k: "-" if r.get(k) is None else f.format(r[k]) for k, f in _COLUMNS.items()}
         for r in results
@@ -356,8 +317,6 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """``python -m gpt1lib.harness.bench``: time, print the table, append the records; an
-    option for each ``BenchConfig`` setting that has a help text."""
     p = command_line("gpt1lib.harness.bench", __doc__)
     p.epilog = BenchConfig.__doc__  # what None stands for
     for f in dataclasses.fields(BenchConfig):

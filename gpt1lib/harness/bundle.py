@@ -1,25 +1,14 @@
 """An offline bundle: everything a run at one scale reads, in one folder, for a machine without
-a network (a cluster node, a short GPU lease).
+a network.
 
     python -m gpt1lib.harness.bundle --scale small --source ../shared/data --out bundle/
 
-writes
-
-* ``tokenizer/``: the vocabulary the corpus was tokenized with (the released
-  ``encoder_bpe_40000.json`` + ``vocab_40000.bpe``, or a learned ``tokenizer.json``);
-* ``corpus/train.npy.xz``, ``corpus/valid.npy.xz``: the pre-training corpus as token ids,
-  uint16, xz-compressed, split exactly as ``corpus.build_corpus`` splits it;
-* ``tasks/<task>/<split>.jsonl.xz``: each task's examples, one a line with its index in the
-  original file. A split holds the union of the seeded draws (``tasks.subsample``) a run of the
-  scale asks for (its limits, ``harness.recipe``) and the few examples the chapters show
-  (``SHOWN``);
-* ``manifest.json``: the scale, seed and commit it was built at, the source of every part, the
-  counts, and each file's size and sha256.
-
-A bundle is a data source like the others (``tasks.sources.Bundle`` reads it): the same
-examples as the original files for the draws it holds, the corpus's ids without tokenizing, its
-tokenizer. It may hold licensed data (Story Cloze): the user's copy, never committed
-(``/bundle*/`` is git-ignored).
+writes ``tokenizer/`` (the released BPE files, or a learned ``tokenizer.json``), the corpus as
+token ids (``corpus/{train,valid}.npy.xz``, split as ``corpus.build_corpus`` splits it), each
+task split's examples a run of the scale draws (``tasks/<task>/<split>.jsonl.xz``, the union of
+its seeded draws and the few the chapters show, each with its index in the original file), and
+``manifest.json`` (scale, seed, commit, sources, counts, each file's size and sha256).
+``tasks.sources.Bundle`` reads it. It may hold licensed data (Story Cloze): never committed.
 """
 
 from __future__ import annotations
@@ -34,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..corpus import Documents, load_documents, split_documents, tokenize
+from ..corpus import Documents, tokenize, train_and_valid
 from ..experiments import scale_tokenizer
 from ..files import atomic_path, file_sha256, write_json
 from ..paths import PACKAGE
@@ -59,11 +48,10 @@ MIB = 2**20
 
 
 def reads(S, source) -> dict[tuple[str, str], list]:
-    """(task, split) -> the limits of the draws a run of ``S`` makes: each fine-tuned task's train
-    and eval split (``Scale.family_tasks``, and those scored beside them, MNLI-mm, RACE-m/h),
-    the dev split of the layer-transfer tasks, the zero-shot sets, and the training examples of
-    the zero-shot thresholds and of the protocol selection. A fine-tuned task whose data
-    ``source`` lacks is left out (it needs both its splits)."""
+    """(task, split) -> the limits of the draws a run of ``S`` makes: the fine-tuned tasks'
+    train and eval splits (and those scored beside them), the layer-transfer tasks' dev split,
+    the zero-shot sets, and the training examples of the zero-shot thresholds and of the
+    protocol selection. A fine-tuned task whose data ``source`` lacks is left out."""
     want: dict[tuple[str, str], list] = {}
 
     def add(task: str, split: str, *limits) -> None:
@@ -90,26 +78,12 @@ def reads(S, source) -> dict[tuple[str, str], list]:
     return want
 
 
-def task_splits(S, source) -> dict[str, dict[str, list[int | None]]]:
-    """Task -> split -> the limits of the draws a run at scale ``S`` makes (``reads``),
-    for the splits ``source`` holds."""
-    out: dict[str, dict[str, list]] = {}
-    for (task, split), limits in reads(S, source).items():
-        try:
-            load_examples(task, split, source, limit=1)
-        except (FileNotFoundError, RuntimeError):
-            continue
-        out.setdefault(task, {})[split] = limits
-    return out
-
-
-def _write_xz(path: Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(lzma.compress(data, preset=6))
-
-
-def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) -> dict:
-    every = load_examples(spec, split, source)
+def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) -> dict | None:
+    """The examples the draws ``limits`` take; None where ``source`` lacks ``split``."""
+    try:
+        every = load_examples(spec, split, source)
+    except (FileNotFoundError, RuntimeError):
+        return None
     n = len(every)
     draws = {(None if lim is None or lim >= n else lim, seed) for lim in limits}
     draws |= {(lim, seed) for lim in SHOWN if lim < n}
@@ -119,15 +93,14 @@ def _write_split(out: Path, spec: TaskSpec, split: str, source, limits, seed) ->
         for i, e in ((i, every[i]) for i in keep)
     ]
     name = f"tasks/{spec.name}/{split}.jsonl.xz"
-    _write_xz(out / name, "\n".join(lines).encode("utf-8"))
+    with atomic_path(out / name) as tmp:
+        tmp.write_bytes(lzma.compress("\n".join(lines).encode("utf-8"), preset=6))
     by_size = sorted(draws, key=lambda d: -(n if d[0] is None else d[0]))
     where = _relative(describe_source(spec, split, source), source)
     return {"file": name, "of": n, "examples": len(keep), "draws": by_size, "from": where}
 
 
 def _tokenizer_for(S, source, corpus, out: Path, bpe_dir) -> GPT1Tokenizer:
-    """The scale's tokenizer (``experiments.scale_tokenizer``: the released files, read from a
-    local folder, or the merges learned on the corpus), written into ``out/tokenizer``."""
     folder = out / "tokenizer"
     folder.mkdir(parents=True, exist_ok=True)
     if S.tokenizer != "released":
@@ -145,42 +118,32 @@ def _tokenizer_for(S, source, corpus, out: Path, bpe_dir) -> GPT1Tokenizer:
     return scale_tokenizer(S, corpus, str(folder))
 
 
-def _cut(text: str, chars: int) -> str:
-    """``text`` cut after the paragraph break nearest below ``chars`` characters."""
-    if chars >= len(text):
-        return text
-    at = text.rfind("\n\n", 0, chars)
-    return text[: at + 2 if at > 0 else chars]
+def _packed(docs: Documents, tok) -> tuple[np.ndarray, bytes]:
+    """The token ids of ``docs`` and their ``.npy`` file, xz-compressed."""
+    ids, data = tokenize(docs, tok), io.BytesIO()
+    np.save(data, ids)
+    return ids, lzma.compress(data.getvalue(), preset=6)
 
 
 def _write_corpus(S, corpus, tok, out: Path, budget_bytes: float, seed: int, log, root) -> dict:
-    """The corpus split as ``build_corpus`` splits it, tokenized, its training text cut (after a
-    paragraph) to what ``budget_bytes`` holds; returns its manifest entry."""
-    train = load_documents(corpus, "train", limit=S.corpus_limit)
-    try:
-        valid = load_documents(corpus, "valid", limit=S.corpus_limit)
-    except FileNotFoundError:
-        train, valid = split_documents(train, 0.05, seed)
-    entry, chars = {}, None
+    """The corpus, split and tokenized, its training text cut (after a paragraph) to what
+    ``budget_bytes`` holds; returns its manifest entry."""
+    entry = {}
+    train, valid = train_and_valid(corpus, 0.05, seed, limit=S.corpus_limit)
     for part, docs in (("valid", valid), ("train", train)):
-        while True:
-            if chars is not None:  # one document less or shorter, within the budget
-                kept, left = [], chars
-                for t in docs.texts:
-                    if left <= 0:
-                        break
-                    kept.append(_cut(t, left))
-                    left -= len(kept[-1])
-                docs = Documents(kept, f"{docs.source}, cut to its first {chars:,} characters")
-            ids = tokenize(docs, tok)
-            data = io.BytesIO()
-            np.save(data, ids)
-            packed = lzma.compress(data.getvalue(), preset=6)
-            if part == "valid" or len(packed) <= budget_bytes:
-                break
-            n_chars = sum(map(len, docs.texts))
-            chars = int(n_chars * budget_bytes / len(packed) * 0.98)
+        ids, packed = _packed(docs, tok)
+        while part == "train" and len(packed) > budget_bytes:
+            chars = int(sum(map(len, docs.texts)) * budget_bytes / len(packed) * 0.98)
             log(f"corpus: {len(packed) / MIB:.1f} MiB is over the budget; cutting to {chars:,}")
+            kept, left = [], chars  # one document less or shorter, each cut after a paragraph
+            for t in docs.texts:
+                if left <= 0:
+                    break
+                at = t.rfind("\n\n", 0, left)
+                kept.append(t if left >= len(t) else t[: at + 2 if at > 0 else left])
+                left -= len(kept[-1])
+            docs = Documents(kept, f"{docs.source}, cut to its first {chars:,} characters")
+            ids, packed = _packed(docs, tok)
         with atomic_path(out / f"corpus/{part}.npy.xz") as tmp:
             tmp.write_bytes(packed)
         budget_bytes -= len(packed)
@@ -225,11 +188,9 @@ def build(
         corpus = "fixture" if S.corpus == "fixture" else Path(source) / "corpus/gutenberg_novels"
     tok = _tokenizer_for(S, source, corpus, out, bpe)
     tasks: dict[str, dict] = {}
-    for task, splits in task_splits(S, source).items():
-        for split, limits in splits.items():
-            tasks.setdefault(task, {})[split] = _write_split(
-                out, get_task(task), split, source, limits, seed
-            )
+    for (task, split), limits in reads(S, source).items():
+        if entry := _write_split(out, get_task(task), split, source, limits, seed):
+            tasks.setdefault(task, {})[split] = entry
     used = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     left = max_mib * MIB - used - 256 * 1024  # the manifest's room
     root = source if str(corpus) == "fixture" else Path(corpus).resolve().parent.parent
@@ -264,7 +225,6 @@ def build(
 
 
 def summary(man: dict) -> str:
-    """A few lines on what a bundle holds and its size."""
     c = man["corpus"]
 
     def size(prefix: str) -> float:
@@ -286,23 +246,12 @@ def summary(man: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``python -m gpt1lib.harness.bundle``: build a bundle and print what it holds."""
     p = command_line("gpt1lib.harness.bundle", __doc__)
     p.add_argument("--scale", default="small", help="the scale whose run the bundle serves")
-    p.add_argument(
-        "--source", required=True, help="task data in the official layouts, or 'fixture'"
-    )
-    p.add_argument(
-        "--out", required=True, help="the bundle folder (made; an old bundle is replaced)"
-    )
-    p.add_argument(
-        "--corpus",
-        help="corpus folder (None: the fixture at smoke, else <source>/corpus/gutenberg_novels)",
-    )
-    p.add_argument(
-        "--bpe",
-        help="folder of the released BPE files (None: $GPT1_BPE_DIR, else <source>/gpt1_bpe)",
-    )
+    p.add_argument("--source", required=True, help="task data, or 'fixture'")
+    p.add_argument("--out", required=True, help="the bundle folder (an old bundle is replaced)")
+    p.add_argument("--corpus", help="None: the fixture at smoke, else <source>/corpus/...")
+    p.add_argument("--bpe", help="released BPE files (None: $GPT1_BPE_DIR, <source>/gpt1_bpe)")
     p.add_argument("--seed", type=int, default=0, help="the seed of every draw of examples")
     p.add_argument("--max-mib", type=float, default=48.0, help="the bundle's largest size")
     a = p.parse_args(argv)

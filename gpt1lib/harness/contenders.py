@@ -1,11 +1,5 @@
-"""What the speed run (``bench``) times: its settings and its contenders.
-
-Each contender is one training step, ``optim.train_step`` on a model and its loss: GPT-1 as
-``FastGPT`` (and each of ``VARIANTS``, one thing changed) or transformers'
-``OpenAIGPTLMHeadModel`` of the same configuration for pre-training; a classification model
-with the auxiliary LM loss on SST-2-like lengths, batched four ways, for fine-tuning. FastGPT
-computes L1 as pre-training does on the device (``pretrain.loss_path``) unless a variant names
-the loss; fine-tuning runs on the loops' attention kernels (``runtime.attention_backends``).
+"""What the speed run (``bench``) times, each one training step: GPT-1 as ``FastGPT`` (each of
+``VARIANTS``) or transformers' ``OpenAIGPTLMHeadModel``, and fine-tuning batched four ways.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -40,19 +34,17 @@ from ..weights import config_to_hf
 LR = 2.5e-4  # pre-training's peak rate; a step takes as long at any rate
 LM_COEF = 0.5  # lambda of the fine-tuning loss L3
 
-#: FastGPT's loss paths (``FastGPT.loss_path``) by the name the records give them.
-PATHS = {"fused_lm_loss(hidden)": "fused", "lm_loss(logits)": "logits"}
+#: FastGPT's loss paths (``FastGPT.loss_path``) and the names the records give them.
+PATHS = {"fused": "fused_lm_loss(hidden)", "logits": "lm_loss(logits)"}
 
-#: What each variant changes from "gpt1lib": ``FastGPT`` (the loss from the hidden states, the
-#: CPU's int16 dropout masks and written-out attention), embedding dropout on the sum, the
-#: vocabulary padded to ``BenchConfig.pad_vocab_to`` (64 on CUDA, none on the CPU).
+#: What each variant changes from "gpt1lib": ``FastGPT`` with the device's loss path, embedding
+#: dropout on the sum, the vocabulary padded to ``BenchConfig.pad_vocab_to``.
 VARIANTS: dict[str, dict[str, Any]] = {
     "gpt1lib": {},
     "gpt1lib:matrix": {"embd_dropout": "matrix"},  # the released code's embedding dropout
     "gpt1lib:logits": {"loss": "lm_loss(logits)"},  # FastGPT's full logits, then lm_loss
     "gpt1lib:fused": {"loss": "fused_lm_loss(hidden)"},  # FastGPT's chunked loss
-    # the default embedding dropout with the chunked loss forced (compiled on CUDA, beside
-    # "gpt1lib:matrix": what the device's choice of loss is worth)
+    # beside "gpt1lib:matrix": what the device's choice of loss is worth
     "gpt1lib:matrix:fused": {"embd_dropout": "matrix", "loss": "fused_lm_loss(hidden)"},
     "gpt1lib:pad1": {"pad_vocab_to": 1},
     "gpt1lib:pad64": {"pad_vocab_to": 64},
@@ -62,15 +54,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
 IMPLEMENTATIONS = (*VARIANTS, "transformers")
 MODELS = sorted({*PRESETS, *SCALES})  # a scale stands for its model
 MODES = ("pretrain", "finetune", "both")
-#: Fine-tuning examples like a task's: (task, sequences an example, median tokens a sequence
-#: with ``_start_`` and ``_classify_``, the log-normal's sigma). SST-2: mostly 5-40 tokens;
-#: RACE: an article, a question and one of 4 answers, most cut to the context.
+#: Fine-tuning examples like a task's: (task, sequences an example, median tokens a sequence,
+#: the log-normal's sigma).
 LENGTHS = {"sst2": ("sst2", 1, 13, 0.6), "race": ("race", 4, 380, 0.3)}
 
 
 def _setting(value: Any, help: str | None = None, **option: Any) -> Any:
-    """A ``BenchConfig`` field with the default ``value``; with ``help``, also the bench's
-    command-line option (``option``: more of ``add_argument``'s arguments)."""
+    """A ``BenchConfig`` field; with ``help``, a command-line option."""
     return field(default=value, metadata={"help": help, **option} if help else {})
 
 
@@ -86,12 +76,8 @@ class BenchConfig:
     steps: int | None = _setting(None, "timed steps per implementation")
     warmup: int = _setting(2, "untimed steps per implementation first")
     device: str | None = _setting(None, "cpu, cuda, cuda:1...")
-    mode: Literal["pretrain", "finetune", "both"] = _setting(
-        "pretrain", "what to time", choices=MODES
-    )
-    lengths: Literal["sst2", "race"] = _setting(
-        "sst2", "fine-tuning examples like", choices=LENGTHS
-    )
+    mode: str = _setting("pretrain", "what to time", choices=MODES)
+    lengths: str = _setting("sst2", "fine-tuning examples like", choices=LENGTHS)
     implementations: tuple[str, ...] = _setting(
         ("gpt1lib", "transformers"),
         "implementations to time, interleaved: %(choices)s",
@@ -107,10 +93,14 @@ class BenchConfig:
     dropout: float = _setting(0.1)  # every dropout rate, as in the paper
     seed: int = _setting(0)
 
+    def model_config(self):
+        p = self.dropout
+        return preset(self.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
+
 
 @dataclass
 class Contender:
-    """One thing to time: a name, a step function and what the records say about it."""
+    """One thing to time: a name, a step and what the records say about it."""
 
     name: str
     mode: str
@@ -125,19 +115,14 @@ class Contender:
     busy_s: float | None = None  # the GPU's busy time in a step (``memory.gpu_busy``)
 
 
-# ---------------------------------------------------------------- the contenders
-
-
 def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Contender:
-    """``model`` on ``device``, its optimiser, and a step: ``optim.train_step`` of
-    ``loss_fn(net)``, ``net`` the model (compiled if asked)."""
     model = model.to(device).train()
     opt = make_optimizer(model, LR)
     net = torch.compile(model) if cfg.compile else model
     bf16 = cfg.bf16 and device.type == "cuda"
     tuning = mode == "finetune"  # on the loops' kernels (a pre-training batch has one shape)
 
-    def losses():  # the step's one loss; its backward runs outside autocast
+    def losses():  # its backward runs outside autocast
         with torch.autocast(device.type, torch.bfloat16, enabled=bf16):
             with attention_backends(device) if tuning else contextlib.nullcontext():
                 loss = loss_fn(net)
@@ -155,11 +140,9 @@ def _contender(name, mode, model, loss_fn, cfg, device, info, **fields) -> Conte
 
 
 def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Contender:
-    """A model, its optimiser and a pre-training step on a fixed random batch."""
     g = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    p = cfg.dropout
-    model_cfg = preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
+    model_cfg = cfg.model_config()
     x = torch.randint(0, model_cfg.vocab_size, (cfg.batch, cfg.seq + 1), generator=g).to(device)
     inputs, targets = x[:, :-1], x[:, 1:]
     if name == "transformers":
@@ -174,33 +157,29 @@ def pretrain_contender(name: str, cfg: BenchConfig, device: torch.device) -> Con
         model = OpenAIGPTLMHeadModel(OpenAIGPTConfig(**hf))
         loss = "OpenAIGPTLMHeadModel(labels=input_ids)"
         info = {"model": "OpenAIGPTLMHeadModel", "loss": loss, "embd_dropout": "sum"}
-
-        def loss_fn(net) -> torch.Tensor:
-            return net(inputs, labels=inputs).loss
-
+        kw = {"labels": inputs}
     else:
-        loss = {v: k for k, v in PATHS.items()}[
-            loss_path(PretrainConfig(compile=cfg.compile), device)
-        ]
+        loss = PATHS[loss_path(PretrainConfig(compile=cfg.compile), device)]
         info = {"model": "FastGPT", "loss": loss, "embd_dropout": "sum"}
         info = info | {"pad_vocab_to": cfg.pad_vocab_to} | VARIANTS[name]
         model_cfg = replace(model_cfg, embd_dropout=info["embd_dropout"])
         if info["model"] == "FastGPT":
             model = FastGPT(model_cfg, info["pad_vocab_to"])
-            model.loss_path = PATHS[info["loss"]]
+            model.loss_path = {v: k for k, v in PATHS.items()}[info["loss"]]
         else:
             model = GPT(model_cfg)
+        kw = {"targets": targets}
 
-        def loss_fn(net) -> torch.Tensor:
-            return net(inputs, targets=targets).loss
+    def loss_fn(net) -> torch.Tensor:
+        return net(inputs, **kw).loss
 
     fields = {"tokens": cfg.batch * cfg.seq, "seq": cfg.seq}
     return _contender(name, "pretrain", model, loss_fn, cfg, device, info, **fields)
 
 
 def task_like_items(lengths: str, n: int, n_ctx: int, V: int, seed: int = 0) -> list[Encoded]:
-    """``n`` examples of random tokens at lengths drawn like ``LENGTHS[lengths]``' (at least 3
-    and at most ``n_ctx``), each ``_start_`` (V) ... ``_classify_`` (V + 2), a random label."""
+    """``n`` examples of random tokens, ``_start_`` (V) ... ``_classify_`` (V + 2), at lengths
+    drawn like ``LENGTHS[lengths]`` (3 to ``n_ctx``), each with a random label."""
     task, n_seq, median, sigma = LENGTHS[lengths]
     rng = random.Random(seed)
 
@@ -219,7 +198,6 @@ def _task_loss(net, feed, regression: bool) -> torch.Tensor:
 
 
 def _sizes(padded: list, examples: int) -> dict[str, float]:
-    """A fine-tuning contender's real tokens and padded length a step, the means over ``padded``."""
     tokens = statistics.mean(int(b.mask.sum()) for b in padded)
     return {
         "tokens": tokens,
@@ -229,13 +207,10 @@ def _sizes(padded: list, examples: int) -> dict[str, float]:
 
 
 def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contender]:
-    """Fine-tuning steps over the same ``batch * steps`` synthetic examples of SST-2's or
-    RACE's lengths (``cfg.lengths``): length-grouped batches padded to their longest, the same
-    rounded up to a multiple of 64 (the loops' default on CUDA: few shapes), every batch padded
-    to the context, and the loop's own update (``_graphed``). Warm-up steps take the first
-    batches; the timed steps then see every batch once."""
-    p = cfg.dropout
-    model_cfg = preset(cfg.preset, embd_pdrop=p, attn_pdrop=p, resid_pdrop=p)
+    """Fine-tuning steps over the same ``batch * steps`` examples (``cfg.lengths``): batches
+    length-grouped and padded to their longest, or to a multiple of 64, or every batch to the
+    context, and the loop's own update (``_graphed``)."""
+    model_cfg = cfg.model_config()
     n_ctx, V, task = model_cfg.n_ctx, model_cfg.vocab_size, get_task(LENGTHS[cfg.lengths][0])
     items = task_like_items(cfg.lengths, cfg.batch * cfg.steps, n_ctx, V, cfg.seed)
     out = []
@@ -272,8 +247,8 @@ def finetune_contenders(cfg: BenchConfig, device: torch.device) -> list[Contende
 
 
 def _graphed(buckets: Contender, model_cfg, task, items, cfg, device) -> Contender:
-    """The loop's update (``finetune.Updates``) on the batches of ``buckets``: each shape's
-    first update eager, then replayed as a CUDA graph (on the CPU, ``eager_stand_in``)."""
+    """The loop's update (``finetune.Updates``): each shape's first eager, then replayed as a
+    CUDA graph (on the CPU, ``eager_stand_in``)."""
     torch.manual_seed(cfg.seed)
     gpt = FastGPT(model_cfg, cfg.pad_vocab_to).add_special_tokens()
     model = TaskModel(gpt, task, cfg.dropout).to(device).train()

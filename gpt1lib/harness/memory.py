@@ -1,10 +1,7 @@
-"""A step's peak memory, and on CUDA the time a step keeps the GPU computing (``gpu_busy``).
+"""A step's peak memory (``peak_growth``), and on CUDA the time a step keeps the GPU computing.
 
-The peak (``peak_growth``) counts whatever the step holds: activations, gradients, the
-optimiser's state. On CUDA it is ``torch.cuda.max_memory_allocated`` above what was held
-before. On the CPU it is the resident set's peak above its size before, sampled from
-``/proc/self/statm`` every millisecond (elsewhere ``getrusage``'s max RSS, a high-water mark),
-in a fresh process after a tiny model of the same kind has paid for the runtime's own buffers.
+On the CPU the peak is the resident set's above its size before, sampled every millisecond, in
+a fresh process after a tiny model of the same kind has paid for the runtime's own buffers.
 """
 
 from __future__ import annotations
@@ -76,8 +73,7 @@ def peak_growth(step: Callable[[], Any], device: torch.device) -> float:
 
 
 def probe(cfg: BenchConfig, mode: str, name: str, threads: int) -> float:
-    """Run in a fresh process: ``name``'s first step's peak memory growth on the CPU, in MB,
-    after a step of a tiny model of its kind has paid for the runtime's own buffers."""
+    """In a fresh process: ``name``'s first step's peak memory growth on the CPU, in MB."""
     torch.set_num_threads(threads)
     cfg, cpu = replace(cfg, implementations=(name,)), torch.device("cpu")
     warm = replace(cfg, preset="tiny", batch=1, seq=8, steps=1)
@@ -86,8 +82,6 @@ def probe(cfg: BenchConfig, mode: str, name: str, threads: int) -> float:
 
 
 def peak_memory(c: Contender, cfg: BenchConfig, device: torch.device) -> float:
-    """``c``'s step's peak memory growth in MB: on the CPU, its first step in a fresh Python
-    process (nothing of this one's memory comes along) with this one's thread count."""
     if device.type == "cuda":
         return peak_growth(c.step, device)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as fresh:
@@ -95,9 +89,8 @@ def peak_memory(c: Contender, cfg: BenchConfig, device: torch.device) -> float:
 
 
 def gpu_busy(step: Callable[[], Any], device: torch.device, steps: int = 3) -> float | None:
-    """Seconds a ``step()`` keeps the GPU working: the union of its kernels' and copies' time
-    spans under ``torch.profiler`` over ``steps`` steps, per step (None off CUDA). A
-    launch-bound step leaves the GPU idle between kernels."""
+    """Seconds a ``step()`` keeps the GPU working (None off CUDA): the union of its kernels'
+    time spans under ``torch.profiler``, the mean over ``steps`` steps."""
     if device.type != "cuda":
         return None
     from torch.profiler import ProfilerActivity, profile

@@ -1,7 +1,8 @@
-"""``python -m gpt1lib.harness.pretrain`` (or under ``torchrun``): chapter 03's experiment
-(``experiments.pretraining``) from the command line, every default a scale's. A new run keeps
-its options in ``--out/run.json`` before any data is loaded, so that ``--resume`` starts a run
-stopped before its first checkpoint afresh and refuses a folder holding no run."""
+"""Pre-train GPT-1 on a corpus (L1, §3.1) with a scale's recipe; or resume such a run.
+
+``python -m gpt1lib.harness.pretrain`` on one GPU or a CPU, or under ``torchrun``: chapter 03's
+pre-training, every default a scale's. A new run keeps its options in ``--out/run.json`` first,
+so that ``--resume`` starts a run stopped before its first checkpoint afresh."""
 
 from __future__ import annotations
 
@@ -16,65 +17,59 @@ from pathlib import Path
 import torch.distributed as dist
 
 from ..checkpoint import CheckpointError, latest_checkpoint
-from ..checks import dropout, positive_int
 from ..corpus import load_documents
 from ..experiments import pretraining
 from ..files import read_json, write_json
 from ..pretrain import PretrainResult
 from ..runtime import Dist, init_distributed, pick_device
 from ..scales import SCALES
-from ..settings import PretrainConfig
+from ..settings import PretrainConfig, real, whole
 from ..tokenizer import GPT1Tokenizer
+from . import command_line
 
 
 def _parser(scale: str = "smoke") -> argparse.ArgumentParser:
-    """The command line, its defaults ``scale``'s; the recipe's options ``_OPTIONS``."""
     S = SCALES[scale]
-    p = argparse.ArgumentParser(
-        prog="python -m gpt1lib.harness.pretrain",
-        description="Pre-train GPT-1 on a corpus (L1, §3.1) with a scale's recipe, on one GPU, "
-        "a CPU, or many GPUs under torchrun; or resume such a run.",
-        epilog=f"The defaults shown are the {scale} scale's (gpt1lib/scales.py); "
-        "--scale NAME --help shows another's.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    p = command_line("gpt1lib.harness.pretrain", __doc__)
+    p.epilog = (
+        f"The defaults shown are the {scale} scale's (gpt1lib/scales.py); "
+        "--scale NAME --help shows another's."
     )
     p.add_argument("--scale", choices=tuple(SCALES), default="smoke", help="model, data, recipe")
     p.add_argument("--out", required=True, help="run folder: checkpoints, records, samples")
     p.add_argument("--corpus", default=S.corpus, help="'fixture', a text file or folder, a hub id")
+    positive = whole().argument()
     p.add_argument(
-        "--corpus-limit", type=positive_int, default=S.corpus_limit, help="documents (None: all)"
+        "--corpus-limit", type=positive, default=S.corpus_limit, help="documents (None: all)"
     )
     p.add_argument("--tokenizer", default=S.tokenizer, help="'released', 'train:N', or a folder")
     for f, flag in _OPTIONS.items():
-        kind = positive_int if f.metadata["check"][1]["minimum"] == 1 else int
+        kind = f.metadata["check"].argument()
         default = getattr(S.pretrain, f.name)
         p.add_argument(flag, type=kind, default=default, help=f.metadata["help"])
-    p.add_argument("--stop-after", type=positive_int, help="end this call after N updates")
-    p.add_argument("--dropout", type=dropout, help="every dropout rate (None: the model's, 0.1)")
+    p.add_argument("--stop-after", type=positive, help="end this call after N updates")
+    rate = real(0, 1, high_open=True).argument(float)
+    p.add_argument("--dropout", type=rate, help="every dropout rate (None: the model's, 0.1)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--device", help="cpu, cuda, cuda:1 ... (None: CUDA where available)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
-#: ``PretrainConfig``'s fields the command line sets, and their options.
 _OPTIONS = {f: f.metadata["option"] for f in fields(PretrainConfig) if "option" in f.metadata}
 
 
-#: The options a command-line run was started with, in its --out (``_restart``).
 RUN_JSON = "run.json"
 
 
 def _run_options(args: argparse.Namespace) -> dict:
-    """The options that make a run what it is, as JSON reads them back."""
     skip = ("out", "resume", "stop_after", "device", "no_progress")
     return json.loads(json.dumps({k: v for k, v in vars(args).items() if k not in skip}))
 
 
 def _restart(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """``--resume`` where ``--out`` holds no checkpoint: the line saying the run starts afresh
-    where ``run.json`` there holds the same options (a run stopped before its first checkpoint,
-    which a retry loop passing --resume must get going), else an error naming the fix."""
+    """``--resume`` where ``--out`` holds no checkpoint: a run stopped before its first (as a
+    retry loop passing --resume meets) starts afresh if ``run.json`` has the same options."""
     saved = Path(args.out) / RUN_JSON
     if not saved.is_file():
         p.error(
@@ -100,7 +95,6 @@ def _restart(p: argparse.ArgumentParser, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> PretrainResult:
-    """The command line's run; ends with its ``summary``."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--scale", choices=tuple(SCALES), default="smoke")
     p = _parser(pre.parse_known_args(argv)[0].scale)
@@ -141,8 +135,8 @@ def main(argv: list[str] | None = None) -> PretrainResult:
 
 
 def _tokenizer(spec: str, args, proc: Dist) -> str:
-    """The tokenizer the run loads: ``spec``, or for ``train:N`` the one the main process
-    learns once into ``--out`` (BPE's ties may break differently in each process)."""
+    """``spec``, or for ``train:N`` the tokenizer the main process learns into ``--out`` (BPE's
+    ties may break differently in each process)."""
     if not spec.startswith("train:"):
         return spec
     saved = Path(args.out) / "tokenizer"

@@ -1,10 +1,5 @@
-"""A scale's whole reproduction as a fixed list of units, each with its predicted seconds.
-
-``units(S, tasks)`` lists what ``make record`` runs, in order, each setting the ``Scale``'s
-(``small``'s is sized to one GPU lease); a unit's kind is its id's first part (``PART``). Only
-each Table 5 row's fine-tuning rate is chosen at run time (``select``), on examples held out
-from train. ``predict`` gives each unit its seconds from ``RATES`` (what a device measured in
-the library's own loops) and the data's ``sizes``.
+"""A scale's whole reproduction as a fixed list of units (``units``), each with its seconds
+predicted (``predict``) from ``RATES`` measured in the library's own loops and the data's ``sizes``.
 """
 
 from __future__ import annotations
@@ -55,14 +50,9 @@ RATES = {
 }  # fmt: skip
 #: Each kind's part of a run, in the order a report lists the parts.
 PART = {
-    "pretrain": "pretrain",
-    "select": "selection",
-    "finetune": "finetune",
-    "objective": "finetune",
-    "ablation": "ablations",
-    "zeroshot": "zeroshot",
-    "transfer": "transfer",
-}
+    "pretrain": "pretrain", "select": "selection", "finetune": "finetune", "objective": "finetune",
+    "ablation": "ablations", "zeroshot": "zeroshot", "transfer": "transfer",
+}  # fmt: skip
 #: Chapters 05-08, one a task family.
 FAMILY_CHAPTER = {family: f"{i:02d}_{family}" for i, family in enumerate(FAMILY_TASKS, 5)}
 
@@ -116,8 +106,8 @@ def available(S, source) -> set[str]:
 
 
 def sizes(S, source, tok, multiple: int) -> dict[tuple[str, str], dict]:
-    """(task, split) -> its examples ``n``, sequences an example and padded tokens an example
-    (lengths rounded up to ``multiple``, the device's), from up to 100 encoded examples."""
+    """(task, split) -> its examples ``n``, and sequences and padded tokens an example (the mean
+    of up to 100)."""
     n_ctx, src, out = S.model_config().n_ctx, open_source(source), {}
     for task, split in sorted(reads(S, source)):
         try:
@@ -145,9 +135,8 @@ class Predictor:
         return math.ceil(n / self.S.finetune.eval_batch_size) * self.r["eval_batch_s"] + tokens
 
     def finetune(self, task, n, evals, cfg, arch="gpt", beside=(), train=0) -> float:
-        """A run on ``n`` training examples of ``task``: its updates, launch- or GPU-bound;
-        ``evals`` ((task, split, examples)) scored after each epoch (or the last), ``beside``
-        after the last, ``train`` training examples each epoch."""
+        """A run on ``n`` examples of ``task``; ``evals`` ((task, split, examples)) and ``train``
+        examples scored each epoch (or the last), ``beside`` after the last."""
         r, st = self.r, self.sizes[task, "train"]
         seqs, tokens = cfg.batch_size * st["seqs"], cfg.batch_size * st["tokens"]
         launch = r["ft_step_s"] + r["ft_seq_s"] * max(0, seqs - 32)
@@ -161,7 +150,6 @@ class Predictor:
         return s * (r["lstm_ft_ratio"] if arch == "lstm" else 1.0) + r["ft_run_s"]
 
     def zeroshot(self) -> float:
-        """At each checkpoint, every example's sequences to the full logits (thresholds' too)."""
         sets = [*ZERO_SHOT_SPLITS.items(), ("cola", "train"), ("sst2", "train")]
         one = self.r["save_s"] / 3  # loading the checkpoint
         for task, split in (s for s in sets if s in self.sizes):
@@ -198,29 +186,38 @@ class Predictor:
 
 
 def predict(plan: list[dict], S, rates: dict[str, float], sizes_: dict) -> float:
-    """Each unit's ``seconds`` set; returns the run's, its set-up included."""
+    """Sets each unit's ``seconds``; returns the run's, set-up included."""
     p = Predictor(S, rates, sizes_)
     for u in plan:
         u["seconds"] = round(p.unit(u), 1)
     return rates["setup_s"] + sum(u["seconds"] for u in plan)
 
 
-def _parts(plan: list[dict]) -> dict[str, list[dict]]:
-    return {p: [u for u in plan if PART[kind(u)] == p] for p in dict.fromkeys(PART.values())}
+def _minutes(seconds: float | None) -> str:
+    return f"{seconds / 60:.1f}" if seconds else "-"
 
 
-def format_units(plan: list[dict], S, how: str, setup_s: float | None) -> str:
-    """The run as a table: each part, its units, its predicted minutes (- where none)."""
-    mins = (lambda s: f"{s / 60:.1f}") if setup_s is not None else (lambda s: "-")
+def format_units(plan: list[dict], S, how: str, setup_s: float | None, took=None) -> str:
+    """A row a part of ``plan``: its units, minutes predicted (``setup_s`` None: none) and what
+    it runs; with ``took`` (a unit's seconds) only the units done, their minutes and the ratio."""
+    setup = ("setup", "", setup_s, None, "imports, CUDA, the data")
+    rows = [setup] if setup_s is not None and took is None else []
+    for part in dict.fromkeys(PART.values()):
+        if mine := [u for u in plan if PART[kind(u)] == part and (took is None or u["id"] in took)]:
+            real = None if took is None else sum(took[u["id"]] for u in mine)
+            pred = sum(u.get("seconds") or 0 for u in mine)
+            rows.append((part, len(mine), pred, real, _what(part, mine, S)))
+    n, pred, real = (sum(r[i] or 0 for r in rows) for i in (1, 2, 3))
+    rows.append(("total", n, pred, None if took is None else real, ""))
     lines = [f"the {S.name} recipe, {len(plan)} units; predicted from {how}:"]
-    lines.append(f"{'part':10s} {'units':>5s} {'minutes':>7s}  what")
-    if setup_s is not None:
-        lines.append(f"{'setup':10s} {'':>5s} {mins(setup_s):>7s}  imports, CUDA, the data")
-    for part, mine in ((p, m) for p, m in _parts(plan).items() if m):
-        seconds = sum(u.get("seconds") or 0 for u in mine)
-        lines.append(f"{part:10s} {len(mine):5d} {mins(seconds):>7s}  {_what(part, mine, S)}")
-    total = (setup_s or 0) + sum(u.get("seconds") or 0 for u in plan)
-    return "\n".join([*lines, f"{'total':10s} {len(plan):5d} {mins(total):>7s}"])
+    lines.append(
+        f"{'part':10s} {'units':>5s} {'predicted':>9s} {'took':>7s} {'took/pred.':>10s}  what"
+    )
+    for part, n, pred, real, what in rows:
+        ratio = f"{real / pred:.2f}" if pred and real is not None else "-"
+        row = f"{part:10s} {n:>5} {_minutes(pred):>9s} {_minutes(real):>7s} {ratio:>10s}  {what}"
+        lines.append(row.rstrip())
+    return "\n".join(lines)
 
 
 def _what(part: str, mine: list[dict], S) -> str:
@@ -236,19 +233,3 @@ def _what(part: str, mine: list[dict], S) -> str:
         f"{S.zero_shot_examples or 'all'} examples a set",
         "transfer": f"n_transfer {S.transfer_at()} on {tasks}",
     }[part]
-
-
-def format_outcome(plan: list[dict], took: dict[str, float]) -> str:
-    """Each part's predicted and actual minutes over the units done, and their ratio."""
-    rows = []
-    for part, mine in _parts(plan).items():
-        if mine := [u for u in mine if u["id"] in took]:
-            pred = sum(u.get("seconds") or 0 for u in mine)
-            rows.append((part, len(mine), pred, sum(took[u["id"]] for u in mine)))
-    rows.append(("all", *(sum(r[i] for r in rows) for i in (1, 2, 3))))
-    lines = [f"{'part':10s} {'units':>5s} {'predicted':>9s} {'took':>7s} {'took/pred.':>10s}"]
-    for part, n, pred, real in rows:
-        ratio = f"{real / pred:10.2f}" if pred else f"{'-':>10s}"
-        shown = f"{pred / 60:9.1f}" if pred else f"{'-':>9s}"
-        lines.append(f"{part:10s} {n:5d} {shown} {real / 60:7.1f} {ratio}")
-    return "\n".join(lines)

@@ -2,21 +2,12 @@
 
     python -m gpt1lib.harness.reproduce --scale small --source bundle --corpus bundle
 
-runs the scale's units in one process (``harness.runner``: every chapter's experiments, with
-the ``Scale``'s settings, records kept under ``results/<scale>/``), printing them and their
-predicted minutes first; ``--plan-only`` stops there, ``--estimate DEVICE`` predicts for
-another device, ``--stop-after MINUTES`` ends it before a unit that would not finish, and the
-same command again goes on with the units not done. ``--book`` rebuilds the HTML book
-afterwards (chapters 09-12 and the intro draw the records).
-
-A sweep reruns one chapter over the values of one parameter with papermill, the researcher's
-use:
+runs the scale's units (``harness.runner``), records kept under ``results/<scale>/``; the same
+command again goes on with the units not done. A sweep reruns one chapter with papermill over
+the values of one parameter, its records under ``<out_dir>/<scale>/`` like any run's:
 
     python -m gpt1lib.harness.reproduce --scale cpu --only 05_classification \
         -p tasks '["sst2"]' --sweep lm_coef 0 0.5 1
-
-Its runs append their records under ``<out_dir>/<scale>/`` like any run of the chapter (each
-value a column of its own in the results chapters); nothing is copied to ``results/``.
 """
 
 from __future__ import annotations
@@ -33,36 +24,29 @@ from . import command_line
 from .runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
 #: What every run of the chapters passes to each chapter that declares it.
 ROUTINE = ("scale", "out_dir", "results_dir", "source", "corpus")
 
 
-def check_known(params: dict, names: list[str]) -> None:
-    """An error, before anything runs, for a parameter given with ``-p`` that none of the
-    chapters ``names`` declares (``settings.PARAMETERS``; one chapter: that it lacks), naming
-    it and the chapter's parameters: papermill would pass it and the chapter run without it."""
+def check_known(params: dict, chapter: str) -> None:
+    """An error for a parameter ``chapter`` does not declare: papermill would pass it and the
+    chapter run without it."""
+    has = PARAMETERS.get(chapter, ())
     for key in params:
-        if key in ROUTINE or any(key in PARAMETERS.get(n, ()) for n in names):
-            continue
-        if len(names) == 1:
-            has = ", ".join(PARAMETERS.get(names[0], ()))
-            raise ValueError(f"{names[0]} has no parameter {key!r}: it has {has}")
-        raise ValueError(f"no chapter has a parameter {key!r} (settings.PARAMETERS lists each's)")
+        if key not in ROUTINE and key not in has:
+            raise ValueError(f"{chapter} has no parameter {key!r}: it has {', '.join(has)}")
 
 
 def sweep(
     chapter: str, name: str, values: list, scale: str, params: dict, out_dir: Path, log=print
 ) -> list[Path]:
-    """Run ``chapter`` once per value of the parameter ``name`` (with ``params`` and the
-    scale); returns the executed notebooks, ``<out_dir>/<scale>/notebooks/<chapter>-<name>-<v>``."""
+    """Run ``chapter`` once per value of its parameter ``name``; returns the executed notebooks."""
     import papermill as pm
 
     nb = ROOT / "book" / f"{chapter}.ipynb"
     if not nb.is_file() or chapter not in PARAMETERS:
         raise ValueError(f"{chapter!r}: name a chapter of book/ ({', '.join(PARAMETERS)})")
-    check_known({name: None, **params}, [chapter])
+    check_known({name: None, **params}, chapter)
     declared = PARAMETERS[chapter]
     given = {"scale": scale, "out_dir": str(out_dir.resolve()), **params}
     done = []
@@ -79,7 +63,6 @@ def sweep(
 
 
 def _parser() -> argparse.ArgumentParser:
-    """The command line: the recorded run's options, and a sweep's."""
     p = command_line("gpt1lib.harness.reproduce", __doc__)
     p.add_argument("--scale", default="small", choices=tuple(SCALES))
     p.add_argument("--source", help="folder of the task data sets (or a bundle), or 'hub'")
@@ -102,16 +85,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict | list[Path]:
-    """``python -m gpt1lib.harness.reproduce``: a sweep where ``--sweep`` (or ``--only``, ``-p``)
-    is given, else the scale's recorded run (``runner.run``), and the book rebuilt after it with
-    ``--book``."""
+    """A sweep where ``--sweep`` (or ``--only``, ``-p``) is given, else the recorded run."""
     p = _parser()
     a = p.parse_args(argv)
     params = {k: v for k, v in (("source", a.source), ("corpus", a.corpus)) if v is not None}
     params |= {name: _value(value) for name, value in a.param}
     if a.sweep or a.only or a.param:
         if a.only:  # a misspelt parameter is named before anything else
-            check_known(params, a.only)
+            check_known(params, a.only[0])
         if not a.only or not a.sweep or len(a.sweep) < 2:
             p.error("--sweep NAME VALUE [VALUE ...] needs one chapter: --only <chapter>")
         values = [_value(v) for v in a.sweep[1:]]

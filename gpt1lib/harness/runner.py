@@ -1,10 +1,5 @@
-"""The recorded reproduction: a scale's units (``recipe.units``) run in order, in one process.
-
-Each unit is a call of its chapter's own experiment (``experiments``, ``selection.stage``) with
-the ``Scale``'s settings, its records appended in one write to ``results/<scale>/<chapter>.jsonl``
-(their ``config`` names the unit, ``plan_part``), then marked done in ``run.json``. A rerun
-goes on with the units not done; ``stop_after_min`` ends a call before a unit that would not
-finish. At the end, each part's minutes beside its prediction (``recipe.format_outcome``).
+"""The recorded reproduction: a scale's units (``recipe.units``) run in order, each unit's
+records in one write to ``results/<scale>/<chapter>.jsonl``, then marked done in ``run.json``.
 """
 
 from __future__ import annotations
@@ -33,8 +28,8 @@ ORIGIN = "this run's own pre-training (the recipe's pretrain:gpt unit)"
 
 
 class Run:
-    """What the units of one run share: the scale (with the chosen rates once chosen), the
-    data, the tokenizer, the pre-trained models (loaded once), where things go."""
+    """What the units of one run share: the scale (with the rates once chosen), the data, the
+    tokenizer, the pre-trained models (loaded once)."""
 
     def __init__(self, S, source, corpus, out_dir: Path, kept: Path, device, tok) -> None:
         self.S, self.source, self.corpus, self.out_dir, self.kept = S, source, corpus, out_dir, kept
@@ -42,15 +37,14 @@ class Run:
         self.kw = {"device": device, "progress": False}  # every loop's
 
     def base(self) -> FinetuneRun:
-        """What every fine-tuning run of the recorded run shares (``experiments``)."""
         where = {"out_dir": self.out_dir, "init": ORIGIN, **self.kw}
         return FinetuneRun(None, self.S.finetune, self.source, **where)
 
     def model(self, arch: str):
-        folder = ex.pretrain_dir(self.out_dir, self.S.name, arch)
-        if arch not in self.models and latest_checkpoint(folder) is None:
-            raise FileNotFoundError(f"{folder} holds no model (a new machine?): use --force")
         if arch not in self.models:
+            folder = ex.pretrain_dir(self.out_dir, self.S.name, arch)
+            if latest_checkpoint(folder) is None:
+                raise FileNotFoundError(f"{folder} holds no model (a new machine?): use --force")
             args = (self.S.name, self.out_dir, "pretrain", self.corpus, arch, self.device)
             self.models[arch] = pretrained_model(*args, progress=False)[0]
         return self.models[arch]
@@ -100,8 +94,8 @@ def _identity(value) -> str:
 
 
 def _ledger(run: Run, key: dict, force: bool) -> dict:
-    """``run.json``: the run's data and its units done. Another run's records or checkpoints
-    in the folders are refused (``force``: removed)."""
+    """``run.json``: the run's data and units done; another run's files refused (``force``:
+    removed)."""
     path = run.kept / "run.json"
     ledger = json.loads(path.read_text()) if path.is_file() else None
     if ledger is not None and ledger["key"] == key and not force:
@@ -120,7 +114,6 @@ def _ledger(run: Run, key: dict, force: bool) -> dict:
 
 
 def _commit(run: Run, ledger: dict, u: dict, records: list[dict], wall: float) -> None:
-    """A finished unit's records to its chapter in one write; then it is marked done."""
     for r in records:
         r["config"] = {**(r.get("config") or {}), "plan_part": u["id"]}
     append_records(run.kept / f"{u['chapter']}.jsonl", records)
@@ -151,9 +144,8 @@ def run(
     plan_only: bool = False,
     estimate_on: str | None = None,
 ) -> dict:
-    """Run ``scale``'s units from ``source`` and ``corpus``; with ``plan_only`` print them and
-    their predicted minutes (``estimate_on``: on that device) and stop. Returns the units and
-    what each took."""
+    """Run ``scale``'s units not done (``stop_after_min``: none that would not finish in time);
+    with ``plan_only`` or ``estimate_on`` (a device) only print them and their minutes."""
     t0, S, dev = time.perf_counter(), SCALES[scale], pick_device()
     if dev.type == "cuda":
         torch.set_float32_matmul_precision("high")  # float32 leftovers on tensor cores
@@ -193,7 +185,7 @@ def run(
     took = {uid: d["wall_s"] for uid, d in done.items()}
     if len(took) == len(plan):
         print(f"all done: {len(plan)} units, {(time.perf_counter() - t0) / 60:.1f} min this call")
-    print(recipe.format_outcome(plan, took))
+    print(recipe.format_units(plan, S, how, None, took))
     print(f"rates chosen on held-out training examples: {ledger.get('chosen')}")
     return {"units": plan, "took": took, "chosen": ledger.get("chosen")}
 

@@ -2,12 +2,10 @@
 
     L1(U) = sum_i log P(u_i | u_{i-k}, ..., u_{i-1}; Theta)
 
-AdamW with the released code's decay scope and global gradient clip (``optim``), the rate
-warmed up linearly to its peak and annealed on a cosine, mini-batches of random contiguous
-blocks (``settings.PretrainConfig``). ``pretrain`` runs on a CPU, one GPU (bf16 autocast, or
+AdamW (``optim``), the rate warmed up linearly and annealed on a cosine, mini-batches of random
+contiguous blocks (``settings.PretrainConfig``). ``pretrain`` runs on a CPU, one GPU (bf16, or
 float16 with loss scaling; optional ``torch.compile``) or many under ``torchrun`` (DDP); its
-checkpoints (``checkpoint``) let a run go on exactly where it stopped, and ``Logger`` keeps its
-records. ``python -m gpt1lib.harness.pretrain`` is its command line.
+checkpoints let a run go on exactly where it stopped; ``Logger`` keeps its records.
 """
 
 from __future__ import annotations
@@ -61,13 +59,13 @@ def loss_path(cfg: PretrainConfig, device: torch.device) -> str:
 
 
 def learning_rate(step: int, cfg: PretrainConfig, total_steps: int) -> float:
-    """The learning rate of update ``step + 1`` (``optim.cosine_lr`` with ``cfg``'s peak)."""
+    """The learning rate of update ``step + 1``."""
     return cosine_lr(step, cfg.max_lr, cfg.warmup_steps, total_steps)
 
 
 @dataclass
 class PretrainResult:
-    """What a run leaves: where, how far, its history and its log-spaced checkpoints."""
+    """What a run leaves: where, how far, its records and its log-spaced checkpoints."""
 
     out_dir: Path
     step: int
@@ -78,40 +76,46 @@ class PretrainResult:
     log_checkpoints: list[Path] = field(default_factory=list)
 
 
-def run_config(model, cfg: PretrainConfig, tokenizer, corpus: Corpus, out_dir=None) -> dict:
+def run_config(
+    model, cfg: PretrainConfig, tokenizer=None, corpus: Corpus | None = None, out_dir=None
+):
     """What must not change between a run and its resumption, as JSON reads it back (tuples
-    are lists), so that it compares equal to the one a checkpoint holds. The corpus is its
-    texts' sha256 (a moved corpus is the same corpus) and where to find it again: "fixture",
-    a hub id, or its path relative to ``out_dir`` (a moved checkout still finds it)."""
-    where = corpus.source
-    if out_dir is not None and where and where != "fixture" and Path(where).exists():
-        where = os.path.relpath(Path(where).resolve(), Path(out_dir).resolve())
-    run = {
-        "model": model_meta(model),
-        "pretrain": _recipe(cfg),
-        "tokenizer": tokenizer.fingerprint(),
-        "corpus": {"sha256": corpus.sha256, "source": where},
-    }
+    are lists): the model, the recipe (``cfg`` but how fast the run goes and what its records
+    call it) and, with ``corpus``, the tokenizer and the corpus: its texts' sha256 (a moved
+    corpus is the same corpus) and where to find it again: "fixture", a hub id, or its path
+    relative to ``out_dir`` (a moved checkout still finds it)."""
+    recipe = {k: v for k, v in asdict(cfg).items() if k not in ("compile", "loss", "experiment")}
+    run = {"model": model_meta(model), "pretrain": recipe}
+    if corpus is not None:
+        where = corpus.source
+        if out_dir is not None and where and where != "fixture" and Path(where).exists():
+            where = os.path.relpath(Path(where).resolve(), Path(out_dir).resolve())
+        run["tokenizer"] = tokenizer.fingerprint()
+        run["corpus"] = {"sha256": corpus.sha256, "source": where}
     return json.loads(json.dumps(run))
 
 
-def _recipe(cfg: PretrainConfig) -> dict:
-    """``cfg`` but how fast the run goes and what its records call it."""
-    return {k: v for k, v in asdict(cfg).items() if k not in ("compile", "loss", "experiment")}
-
-
-def settings_diff(run_cfg: dict, model, cfg: PretrainConfig) -> list[str]:
-    """``config_diff`` of a checkpoint's ``run_config`` and a run of ``model`` with ``cfg`` in
-    what is known before the corpus is loaded: the model and the recipe (``total_steps`` only
-    where ``cfg`` gives it; epochs are counted in the corpus's blocks). A command that resumes
-    checks it first, so that another scale is refused in a second rather than after the
-    corpus is tokenised (``pretrain`` compares the rest)."""
-    old = json.loads(json.dumps({k: run_cfg.get(k) for k in ("model", "pretrain")}))
-    new = json.loads(json.dumps({"model": model_meta(model), "pretrain": _recipe(cfg)}))
-    if cfg.total_steps is None:
-        for recipe in (old["pretrain"], new["pretrain"]):
-            recipe.pop("total_steps", None)
-    return config_diff(old, new)
+def check_resume(
+    ckpt: Path,
+    run_cfg: dict,
+    what: str = "config",
+    fix: str = "resume with the same config, or start a new run in another out_dir",
+) -> None:
+    """A ``CheckpointError`` unless ``ckpt`` is a ``pretrain`` checkpoint of ``run_cfg``
+    (``run_config``) in what ``run_cfg`` holds (a ``total_steps`` of None is not compared),
+    naming ``what`` the run is, each difference and ``fix``."""
+    state = read_state(ckpt)
+    if not {"run_config", "epoch", "next_batch"} <= set(state):
+        raise CheckpointError(f"{ckpt} is not a pretrain() checkpoint (no run_config in it)")
+    diff = config_diff({k: state["run_config"].get(k) for k in run_cfg}, run_cfg)
+    if run_cfg["pretrain"]["total_steps"] is None:
+        diff = [d for d in diff if not d.startswith("pretrain.total_steps:")]
+    if diff:
+        raise CheckpointError(
+            f"{ckpt} is a run of another {what}; they differ in\n  "
+            + "\n  ".join(diff)
+            + f"\n{fix}"
+        )
 
 
 @torch.no_grad()
@@ -122,7 +126,8 @@ def evaluate(
     was_training = model.training
     model.eval()
     total, count = torch.zeros((), device=device), 0
-    with _eager():  # a model compiled for training is not compiled again for evaluation
+    stance = getattr(torch.compiler, "set_stance", None)  # torch 2.6 on: not compiled again
+    with stance("force_eager") if stance else contextlib.nullcontext():
         for x in corpus.valid.eval_batches(batch_size, max_batches):
             x = x.to(device)
             with precision.autocast(device.type):
@@ -132,18 +137,18 @@ def evaluate(
     return (total / count).item()
 
 
-def _eager():
-    """Compiled code run eagerly inside the ``with`` (torch 2.6 and later; before, compiled)."""
-    stance = getattr(torch.compiler, "set_stance", None)
-    return stance("force_eager") if stance else contextlib.nullcontext()
-
-
 def _start(
-    out_dir: Path, run_cfg: dict, resume: bool, model, opt, scaler, device
-) -> tuple[int, int, int, dict | None]:
-    """(step, epoch, next batch, the training loss summed since the last record) to start
-    from: 0 (and None) for a new run, else the newest checkpoint's, after checking that it is
-    this run's; its model, optimiser, RNG and (float16) loss-scale states are restored."""
+    out_dir: Path, run_cfg: dict, resume: bool, model, cfg: PretrainConfig, device, precision
+):
+    """``model`` seeded, on ``device``, training; its optimiser, its loss scaler, and (step,
+    epoch, next batch, the loss summed since the last record) to start from: 0 (and None) for
+    a new run, else the newest checkpoint's, its states restored."""
+    seed_everything(cfg.seed)
+    model.to(device).train()
+    if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
+        model.loss_path = loss_path(cfg, device)
+    opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
+    scaler = precision.scaler(device)
     ckpt = latest_checkpoint(out_dir)
     if ckpt is None:
         if resume:
@@ -153,27 +158,18 @@ def _start(
                 "if you meant to continue a run",
                 stacklevel=3,
             )
-        return 0, 0, 0, None
+        return opt, scaler, (0, 0, 0, None)
     if not resume:
         raise FileExistsError(
             f"{out_dir} already holds a run (newest checkpoint {ckpt.name}): "
             "pass resume=True to continue it, or choose a new out_dir"
         )
-    state = read_state(ckpt)
-    if not {"run_config", "epoch", "next_batch"} <= set(state):
-        raise CheckpointError(f"{ckpt} is not a pretrain() checkpoint (no run_config in it)")
-    diff = config_diff(state["run_config"], run_cfg)
-    if diff:
-        raise CheckpointError(
-            f"{ckpt} was made with another config; differences:\n  "
-            + "\n  ".join(diff)
-            + "\nresume with the same config, or start a new run in another out_dir"
-        )
+    check_resume(ckpt, run_cfg)
     state = load_checkpoint(ckpt, model, opt, device)
     if scaler is not None and "grad_scaler" in state:  # else a run begun in bf16 or float32
         scaler.load_state_dict(state["grad_scaler"])
     since = state.get("loss_since_log")  # None where the checkpoint lacks it
-    return state["step"], state["epoch"], state["next_batch"], since
+    return opt, scaler, (state["step"], state["epoch"], state["next_batch"], since)
 
 
 def _micro_losses(net, batch: torch.Tensor, micro: int, proc: Dist, device, precision: Precision):
@@ -192,21 +188,9 @@ def _micro_losses(net, batch: torch.Tensor, micro: int, proc: Dist, device, prec
             yield loss
 
 
-def _prepare(model, cfg: PretrainConfig, device, precision: Precision):
-    """``model`` seeded, on ``device`` and in training mode with the device's L1 path; returns
-    its optimiser and (float16) loss scaler."""
-    seed_everything(cfg.seed)
-    model.to(device).train()
-    if hasattr(model, "loss_path"):  # FastGPT: the device's faster L1 (the LSTM has one)
-        model.loss_path = loss_path(cfg, device)
-    opt = make_optimizer(model, cfg.max_lr, cfg.weight_decay, cfg.betas, cfg.eps)
-    return opt, precision.scaler(device)
-
-
 def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
     """What the loop calls ``model`` through: DDP over the processes, compiled whole where
-    ``cfg.compile`` and the model is not compiled block by block (``FastGPT.compiled_regions``;
-    the LSTM, one layer, is compiled whole)."""
+    ``cfg.compile`` and the model is not compiled block by block (``compiled_regions``)."""
     net = model
     if proc.world > 1:
         ids = [device.index] if device.type == "cuda" else None
@@ -215,10 +199,9 @@ def _parallel(model, cfg: PretrainConfig, proc: Dist, device):
 
 
 def _save(out_dir: Path, model, opt, tokenizer, scaler, log: Logger, where: dict, run_cfg) -> None:
-    """A resumable checkpoint at ``where`` (the update, and where the batches stand), written by
-    the main process while every process waits; it holds the loss summed since the last record,
-    which the next record goes on from, float16's loss scale and the run's ``run_cfg``."""
-    state = where | {"loss_since_log": log.since_log()}  # every process sums it, under DDP
+    """A resumable checkpoint at ``where`` (the update, where the batches stand), written by the
+    main process while every process waits."""
+    state = where | {"loss_since_log": {"step": log.last_step, "sum": log.loss_total()}}
     if scaler is not None:
         state["grad_scaler"] = scaler.state_dict()
     if log.proc.main:
@@ -240,10 +223,9 @@ def pretrain(
     progress: bool = True,
     stop_after: int | None = None,
 ) -> PretrainResult:
-    """Pre-train ``model`` on ``corpus`` (L1) into ``out_dir``, holding it (``run_lock``) and
-    first removing what a crash left half-written; returns the run's history. ``resume=True``
-    goes on from the newest checkpoint there (``_start``); without it, a run there is an error.
-    ``stop_after`` ends this call after that many updates (the schedule still runs to
+    """Pre-train ``model`` on ``corpus`` (L1) into ``out_dir``, holding it (``run_lock``).
+    ``resume=True`` goes on from the newest checkpoint there; without it, a run there is an
+    error. ``stop_after`` ends this call after that many updates (the schedule still runs to
     ``total_steps``), for a run done in parts."""
     t_enter, device = time.perf_counter(), pick_device(str(device) if device else None)
     proc = init_distributed(device)
@@ -260,8 +242,8 @@ def pretrain(
     with lock, model.compiled_regions() if regions else contextlib.nullcontext():
         if proc.main:  # what a crash mid-write left
             clean_run(out_dir)
-        opt, scaler = _prepare(model, cfg, device, precision)
-        step, epoch, index, since = _start(out_dir, run_cfg, resume, model, opt, scaler, device)
+        opt, scaler, where = _start(out_dir, run_cfg, resume, model, cfg, device, precision)
+        step, epoch, index, since = where
         net = _parallel(model, cfg, proc, device)
         log = Logger(out_dir, cfg, run_cfg, step, proc, device, scale, progress, corpus, since)
         log.base["config"]["loss_path"] = getattr(model, "loss_path", "fused")  # the records say

@@ -25,16 +25,14 @@ def log_spaced_steps(total_steps: int, n: int, first: int = 1) -> list[int]:
 
 
 class Logger:
-    """A run's progress bar and records, appended to ``records.jsonl``: training loss,
-    throughput and rate every ``log_interval`` updates, validation loss every ``eval_interval``.
+    """A run's progress bar and records (``records.jsonl``): training loss, throughput and
+    rate every ``log_interval`` updates, validation loss every ``eval_interval``.
 
     A training-loss record averages the updates since the one before, which may straddle a
-    resume: ``since`` is the checkpoint's loss sum and the update it started after
-    (``since_log``), so that the record averages the same updates as an uninterrupted run's.
+    resume: ``since`` is the checkpoint's loss sum and the update it started after.
 
-    A training loss that is not finite stops the run (a ``FloatingPointError`` naming that
-    update and the last good checkpoint) at the next record or checkpoint, before a checkpoint
-    keeps it; each update notes it on the device (``check``), never waiting for the GPU. After
+    A training loss that is not finite stops the run at the next record or checkpoint, before a
+    checkpoint keeps it; each update notes it on the device, never waiting for the GPU. After
     the warm-up, a validation loss at or above the training tokens' unigram entropy (a
     collapse) is recorded (metric "collapse") and said; the run goes on."""
 
@@ -96,9 +94,8 @@ class Logger:
         return self.timed("save")
 
     def finish(self, step: int, setup: float) -> None:
-        """Records (split "time") of this call's seconds before its first update (``setup``),
-        in its updates (``update``; the first, which compiles, also alone), validations
-        (``eval``) and checkpoints (``save``); the progress bar closed."""
+        """Records (split "time") of this call's seconds in set-up, updates (the first, which
+        compiles, also alone), validations and checkpoints; the progress bar closed."""
         self.bar.close()
         loop = time.perf_counter() - self.t0
         updates = loop - self.seconds["eval"] - self.seconds["save"]
@@ -118,12 +115,9 @@ class Logger:
         wall = time.perf_counter() - self.t0
         return make_record(metric, value, step=step, wall_time=wall, **(self.base | fields))
 
-    def since_log(self) -> dict:
-        """What a checkpoint keeps for the next training-loss record: the loss summed since the
-        last record (the whole batch's under DDP) and the update the sum started after."""
-        return {"step": self.last_step, "sum": self._loss_sum()}
-
-    def _loss_sum(self) -> float:
+    def loss_total(self) -> float:
+        """The training loss summed since the last record (``last_step``); under DDP every
+        process calls it."""
         total = self.loss_sum.clone()
         if self.proc.world > 1:  # the loss of the whole batch, not of this process's share
             dist.all_reduce(total)
@@ -142,7 +136,7 @@ class Logger:
         if step % cfg.log_interval == 0 or step == end:
             self.check()
             now = time.perf_counter()
-            train_loss = self._loss_sum() / (step - self.last_step)
+            train_loss = self.loss_total() / (step - self.last_step)
             tok_s = (step - self.timed_from) * self.tokens_per_step / (now - self.last_t)
             self.last_t, self.timed_from = now, step
             if step % cfg.log_interval == 0:  # else a stop part-way (stop_after): the sum goes

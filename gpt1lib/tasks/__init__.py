@@ -1,10 +1,7 @@
 """The twelve data sets of Table 1 (§4.2) and DPRD (§5): one registry, their readers, metrics.
 
-Every task is a ``TaskSpec`` (``registry``). ``load_examples`` reads a split (``train``, ``dev``,
-``test``) from ``"fixture"`` (small files in each data set's official layout), ``"hub"``
-(``datasets``), a folder (or one file) in the official layout, or a bundle. Bad data raises an
-error naming the file, the row and the fix; nothing is skipped silently except what the data
-sets' own conventions drop (pairs without a gold label).
+Bad data is an error naming the file, the row and the fix; only what the data sets' own
+conventions drop (pairs without a gold label) is skipped.
 """
 
 from __future__ import annotations
@@ -65,13 +62,13 @@ def unavailable(
 
 
 def describe_source(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
-    """The file (or hub split, or bundle) that ``load_examples(task, split, source)`` reads."""
+    """Where ``load_examples(task, split, source)`` reads from, for a reader."""
     return open_source(source).describe(_spec(task, split), split)
 
 
 def data_location(task: str | TaskSpec, split: str, source: str | Path = "fixture") -> str:
-    """Where ``split`` of ``task`` is read from, as records keep it: relative to ``source``
-    (``glue/MRPC/train.tsv``, ``fixture:...``), or the hub data set; never an absolute path."""
+    """Where ``split`` of ``task`` is read from as records keep it: relative to ``source``
+    (``glue/MRPC/train.tsv``, ``fixture:...``) or the hub data set, never absolute."""
     return open_source(source).location(_spec(task, split), split)
 
 
@@ -82,7 +79,7 @@ def load_examples(
     limit: int | None = None,
     seed: int = 0,
 ) -> list[Example]:
-    """The examples of ``split`` of ``task`` from ``source`` (what ``open_source`` opens);
-    ``limit`` keeps that many, drawn with ``seed``, in file order. Story Cloze from a folder
-    with only its validation file: ``train`` and ``test`` are its two halves."""
+    """The examples of ``split`` of ``task`` from ``source``; ``limit`` keeps that many, drawn
+    with ``seed``, in file order. Story Cloze from a folder with only its validation file:
+    ``train`` and ``test`` are its two halves."""
     return open_source(source).examples(_spec(task, split), split, limit, seed)

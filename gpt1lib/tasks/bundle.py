@@ -1,11 +1,8 @@
-"""A bundle, read: the data source ``tasks.sources.open_source`` opens for a bundle folder.
-
-A bundle (``python -m gpt1lib.harness.bundle`` builds one) holds everything a run at one scale
-reads, for a machine without a network: a ``manifest.json`` of ``FORMAT`` with every file's
-sha256 (checked when it is read: a damaged file is an error naming it), each task's examples
-for the draws (limit, seed) a run may ask for, exactly those the original files give for them,
-the corpus as token ids, and the tokenizer that made them. It may hold licensed data (Story
-Cloze): the user's copy, never committed.
+"""A bundle (``python -m gpt1lib.harness.bundle`` builds one), read: everything a run at one
+scale reads, for a machine without a network. A ``manifest.json`` of ``FORMAT`` lists every
+file's sha256 (checked on reading); each task's examples for the draws (limit, seed) a run may
+ask for; the corpus as token ids and the tokenizer that made them. It may hold licensed data
+(Story Cloze): the user's copy, never committed.
 """
 
 from __future__ import annotations
@@ -84,8 +81,7 @@ class Bundle:
         return entry
 
     def examples(self, spec: TaskSpec, split: str, limit=None, seed: int = 0) -> list[Example]:
-        """What ``Files(<the original source>).examples(spec, split, limit, seed)`` returns, for
-        the draws the bundle holds; another draw is an error that names them."""
+        """What the original source's ``examples`` gives, for the draws the bundle holds."""
         entry = self._entry(spec, split)
         want = subsample(list(range(entry["of"])), limit, seed)  # the direct load's indices
         held = _examples(*self._file(entry["file"]))

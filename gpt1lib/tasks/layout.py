@@ -1,5 +1,5 @@
 """Where a task's split lives in a folder in the official layout (``TaskSpec.files`` and
-``folders``), in the fixtures, or the one file given; and the split a file is by its name."""
+``folders``), and the split a file is by its name."""
 
 from __future__ import annotations
 
@@ -32,13 +32,15 @@ def _match(spec: TaskSpec, split: str, folder: Path) -> Path | None:
     return None
 
 
+def _story_cloze_split(name: str) -> str | None:
+    """The split of a Story Cloze 2016 file by its name: "...val..." train, "...test..." test."""
+    name = name.lower()
+    return "train" if "val" in name else "test" if "test" in name else None
+
+
 def _story_cloze_file(spec: TaskSpec, split: str, folder: Path) -> Path | None:
     """The Spring 2016 val (train) or test CSV in ``folder``; an error if it is ambiguous."""
-    csvs = sorted(folder.glob("*.csv"))
-    if split == "train":
-        found = [p for p in csvs if "val" in p.name.lower()]
-    else:
-        found = [p for p in csvs if "test" in p.name.lower() and "val" not in p.name.lower()]
+    found = [p for p in sorted(folder.glob("*.csv")) if _story_cloze_split(p.name) == split]
     if len(found) > 1:  # e.g. the 2016 and 2018 releases side by side: keep the paper's 2016
         found = [p for p in found if "2016" in p.name] or found
     if len(found) > 1:
@@ -62,8 +64,8 @@ def file_split(spec: TaskSpec, path: Path) -> str | None:
     """The split a file (or RACE split folder) is by its name, from the layout's file names or
     a split word; None if it says none or several."""
     name = path.name.lower()
-    if spec.reader == "story_cloze":  # the 2016 files: "...val..." (train), "...test..." (test)
-        said = {"train"} if "val" in name else {"test"} if "test" in name else set()
+    if spec.reader == "story_cloze":
+        said = {_story_cloze_split(name)} - {None}
     else:
         said = {s for s, pats in spec.files for p in pats if fnmatch(name, p.rstrip("/").lower())}
     if not said:

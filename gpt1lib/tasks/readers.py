@@ -9,18 +9,11 @@ from collections.abc import Iterable, Iterator
 from itertools import groupby
 from pathlib import Path
 
+from ..files import not_utf8
 from .layout import RACE_LEVELS, find, layout_hint
 from .registry import Example, TaskDataUnavailableError, TaskSpec
 
 Row = dict[str, object]
-
-
-# Rows out of files, as (where, row), ``where`` naming the file and the line or row.
-def _not_utf8(path: Path, e: UnicodeDecodeError) -> ValueError:
-    return ValueError(
-        f"{path} is not UTF-8 text ({e.reason} at byte {e.start}): convert it, e.g. "
-        f"iconv -f latin1 -t utf-8 '{path}' > converted (then give the converted file its name)"
-    )
 
 
 def _open_text(path: Path):
@@ -36,7 +29,7 @@ def _json(path: Path, text: str | None = None, where: str = "") -> object:
             with _open_text(path) as f:
                 text = f.read()
         except UnicodeDecodeError as e:
-            raise _not_utf8(path, e) from e
+            raise not_utf8(path, e) from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -72,9 +65,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, Row]]:
 
 
 def _tsv_rows(spec: TaskSpec, path: Path) -> Iterator[tuple[str, Row]]:
-    """Tab-separated rows, no quoting (as GLUE writes them); a header unless the layout has none
-    (``spec.headerless``: the column names of layouts that ship without one, CoLA train/dev and
-    SciTail tsv_format; such a file is still read by its header if its first line is one)."""
+    """Tab-separated rows, no quoting (as GLUE writes them), read by the header line, or by
+    ``spec.headerless`` where the first line is not one (CoLA train/dev, SciTail tsv_format)."""
     with _open_text(path) as f:
         lines = [line.rstrip("\r\n") for line in f]
     first = lines[0].split("\t") if lines else []
@@ -92,7 +84,6 @@ def _tsv_rows(spec: TaskSpec, path: Path) -> Iterator[tuple[str, Row]]:
         yield f"{path}, line {n}", dict(zip(header, fields, strict=True))
 
 
-# Rows into examples.
 def _text(value: object, where: str, column: str) -> str:
     text = str(value if value is not None else "").strip()
     if not text:
@@ -149,8 +140,8 @@ def _answers(spec: TaskSpec, candidates: Iterable[object], where: str) -> tuple[
 
 
 def _read_pairs(spec: TaskSpec, split: str, path: Path) -> list[Example]:
-    """A single-text or two-text task: each text and the label from the first of the layouts'
-    column names for it (``spec.columns``) that the row has; labels checked row by row."""
+    """A one-text or two-text task: each text and the label from the first of its column names
+    (``spec.columns``) that the row has."""
     *text_names, label_names = spec.columns
     out = []
     for i, (where, row) in enumerate(_rows(spec, path)):
@@ -186,9 +177,9 @@ def _race_level(where: str, passage: Row) -> str:
 
 
 def _read_race(spec: TaskSpec, split: str, path: Path) -> list[Example]:
-    """One Example per RACE question: (article, question), four options, the answer's index. From
-    a split folder (the level its sub-folder), a jsonl(.gz) or one passage file (the level the
-    passage id's start)."""
+    """One Example per RACE question: (article, question), four options, the answer's index;
+    from a split folder (level: the sub-folder), a jsonl(.gz) or one passage file (level: the
+    passage id)."""
     if path.is_dir():
         levels = [lv for lv in RACE_LEVELS if (path / lv).is_dir()]
         if not levels:
@@ -279,7 +270,7 @@ def read(spec: TaskSpec, split: str, source: str | Path) -> list[Example]:
     try:
         examples = readers.get(spec.reader, _read_pairs)(spec, split, path)
     except UnicodeDecodeError as e:
-        raise _not_utf8(path, e) from e
+        raise not_utf8(path, e) from e
     if not examples:
         raise TaskDataUnavailableError(
             f"{path} holds no {spec.title} {split} examples (a header and no rows, or no row "

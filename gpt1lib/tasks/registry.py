@@ -1,5 +1,5 @@
-"""The task registry: one ``TaskSpec`` per task, holding what it is, how it is scored, where its
-data is on the hub, and how its official files are laid out and read; ``compute_metrics``."""
+"""The task registry: one ``TaskSpec`` per task (what it is, how it is scored, where its data
+is, how its files are read); ``compute_metrics``."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
 
 
 class TaskDataUnavailableError(RuntimeError):
-    """A task's data could not be had from the source asked for (hub unreachable, manual data,
-    a split file with no rows)."""
+    """A task's data could not be had from the source asked for."""
 
 
 class DataWarning(UserWarning):
@@ -41,16 +40,19 @@ class Example:
     uid: str = ""
 
 
+_HUB_SPLITS = (("train", "train"), ("dev", "validation"), ("test", "test"))
+
+
 @dataclass(frozen=True)
 class HubSource:
     """Where a task sits on the Hugging Face hub and how its columns become an ``Example``."""
 
     repo: str
     config: str | None
-    splits: tuple[tuple[str, str], ...]  # (our split, the hub's split)
     texts: tuple[str, ...]  # columns that become Example.texts, in order
-    label: str  # class index (-1: none), float score, answer letter, or label string
+    label: str = "label"  # class index (-1: none), float score, answer letter, or label string
     answers: str = ""  # multiple choice: the column holding the candidate answers
+    splits: tuple[tuple[str, str], ...] = _HUB_SPLITS  # (our split, the hub's split)
     unlabeled: tuple[str, ...] = ()  # hub splits whose labels are all -1 (GLUE test)
 
     def split(self, name: str) -> str:
@@ -63,8 +65,7 @@ class HubSource:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One evaluation task of the paper: what it is, how it is scored, where its data is, and
-    how its official files are read."""
+    """One evaluation task of the paper: what it is, how it is scored, where its data is."""
 
     name: str  # registry key
     title: str  # as in the paper's tables
@@ -101,16 +102,11 @@ _NLI = ("entailment", "neutral", "contradiction")
 _NLI_COLUMNS = (("sentence1", "text_a"), ("sentence2", "text_b"), ("gold_label", "label"))
 _PARAPHRASE = ("not_paraphrase", "paraphrase")
 _SUBSETS = ("train_subset_*.json",)
-_HUB_SPLITS = (("train", "train"), ("dev", "validation"), ("test", "test"))
-
-
-def _hub(repo, config, texts, label="label", answers="", splits=_HUB_SPLITS, unlabeled=()):
-    return HubSource(repo, config, splits, texts, label, answers, unlabeled)
 
 
 def _glue_hub(config: str, texts: tuple[str, ...], dev: str = "validation", test: str = "test"):
     splits = (("train", "train"), ("dev", dev), ("test", test))
-    return _hub("nyu-mll/glue", config, texts, splits=splits, unlabeled=(test,))
+    return HubSource("nyu-mll/glue", config, texts, splits=splits, unlabeled=(test,))
 
 
 def _glue_folders(folder: str) -> tuple[str, ...]:
@@ -121,39 +117,24 @@ def _jsonl(*stems: str) -> tuple[str, ...]:
     return tuple(f"{stem}.jsonl{gz}" for stem in stems for gz in ("", ".gz"))
 
 
-def _glue(
-    name,
-    title,
-    family,
-    labels,
-    *,
-    folder,
-    texts,
-    columns,
-    note,
-    train=(),
-    dev=(),
-    test=(),
-    **kw,
-) -> TaskSpec:
-    """A GLUE task, compared on dev: the hub's ``texts`` columns, the TSV ``columns`` of
-    ``folder`` (``train`` / ``dev`` / ``test``: file names tried after train.tsv / after
-    dev.tsv / before test.tsv)."""
+def _glue(name, title, *args, texts, note, columns=(), train=(), dev=(), test=(), **kw):
+    """A GLUE task, compared on dev: the hub's ``texts`` columns, the TSV ``columns`` (by
+    default ``texts`` and "label") of the folder named ``title`` (``train`` / ``dev`` /
+    ``test``: file names tried after train.tsv / after dev.tsv / before test.tsv)."""
     table = next(k for k, tasks in PAPER_TABLES.items() if name in tasks)
     return TaskSpec(
         name,
         title,
-        family,
-        labels,
+        *args,
         split_note=_GLUE_NOTE.format(table) + note,
         hub=_glue_hub(name, texts),
-        folders=_glue_folders(folder),
+        folders=_glue_folders(title),
         files=(
             ("train", ("train.tsv", *train)),
             ("dev", ("dev.tsv", *dev)),
             ("test", (*test, "test.tsv")),
         ),
-        columns=columns,
+        columns=columns or (*((t,) for t in texts), ("label",)),
         **kw,
     )
 
@@ -187,7 +168,7 @@ def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str
         split_note="RACE test labels are public: compare on test as the paper does (dev for "
         "model selection). Origin (middle/high school) comes from the passage id (jsonl) or the "
         f"folder (official). {note}",
-        hub=_hub("ehovy/race", config, ("article", "question"), "answer", answers="options"),
+        hub=HubSource("ehovy/race", config, ("article", "question"), "answer", answers="options"),
         folders=("", "race", "RACE"),
         files=tuple((s, (*_jsonl(s), f"{s}/")) for s in SPLITS),
         reader="race",
@@ -200,12 +181,11 @@ def _race(name: str, title: str, config: str, levels: tuple[str, ...], note: str
 TASKS: dict[str, TaskSpec] = {
     t.name: t
     for t in (
-        _glue("sst2", "SST-2", "classification", ("negative", "positive"), folder="SST-2",
-              texts=("sentence",), columns=(("sentence",), ("label",)), digit_labels=True,
-              note="Dev: 872 sentences."),
-        _glue("cola", "CoLA", "classification", ("unacceptable", "acceptable"), folder="CoLA",
-              texts=("sentence",), columns=(("sentence",), ("label",)), digit_labels=True,
-              headerless=("source", "label", "orig_judgement", "sentence"), metrics=("matthews",),
+        _glue("sst2", "SST-2", "classification", ("negative", "positive"), texts=("sentence",),
+              digit_labels=True, note="Dev: 872 sentences."),
+        _glue("cola", "CoLA", "classification", ("unacceptable", "acceptable"),
+              texts=("sentence",), digit_labels=True, metrics=("matthews",),
+              headerless=("source", "label", "orig_judgement", "sentence"),
               note="Dev: 1,043 sentences (in-domain + out-of-domain)."),
         _mnli("mnli_m", "MNLI-m", "matched", "Dev: dev_matched, 9,815 labeled pairs. The shared "
               "data has only 10k of the 392,702 train pairs (the largest train_subset_* file is "
@@ -217,7 +197,7 @@ TASKS: dict[str, TaskSpec] = {
             split_note="SNLI test labels are public: compare on test (9,824 labeled pairs) as "
             "the paper does. The shared data has only 8,999 of the 550,152 train pairs.",
             # the hub's label is -1 where there is no gold label: such rows are dropped too
-            hub=_hub("stanfordnlp/snli", "plain_text", ("premise", "hypothesis")),
+            hub=HubSource("stanfordnlp/snli", "plain_text", ("premise", "hypothesis")),
             folders=("", "snli", "snli_1.0"),
             files=tuple(
                 (s, (*_jsonl(f"snli_1.0_{s}", s), f"snli_1.0_{s}.txt",
@@ -225,14 +205,13 @@ TASKS: dict[str, TaskSpec] = {
             ),
             columns=_NLI_COLUMNS, no_gold=True,
         ),
-        _glue("qnli", "QNLI", "entailment", ("entailment", "not_entailment"), folder="QNLI",
+        _glue("qnli", "QNLI", "entailment", ("entailment", "not_entailment"),
               texts=("question", "sentence"), train=_SUBSETS,
               columns=(("question", "text_a"), ("sentence", "text_b"), ("label",)),
               note="Dev: 5,463 pairs (QNLI v2). Texts are (question, sentence), GLUE's order. "
               "The shared data has only 8,999 of the 104,743 train pairs."),
-        _glue("rte", "RTE", "entailment", ("entailment", "not_entailment"), folder="RTE",
-              texts=("sentence1", "sentence2"),
-              columns=(("sentence1",), ("sentence2",), ("label",)), note="Dev: 277 pairs."),
+        _glue("rte", "RTE", "entailment", ("entailment", "not_entailment"),
+              texts=("sentence1", "sentence2"), note="Dev: 277 pairs."),
         TaskSpec(
             "scitail", "SciTail", "entailment", ("entailment", "neutral"), eval_split="test",
             split_note="SciTail test labels are public: compare on test (2,126 pairs) as the "
@@ -240,15 +219,15 @@ TASKS: dict[str, TaskSpec] = {
             "'not_entailment' is SciTail's 'neutral'. SciTail train and an untokenized dev are "
             "not in the shared data (the hub's tsv_format has them).",
             # the hub's label is the string "entails" / "neutral", as in tsv_format
-            hub=_hub("allenai/scitail", "tsv_format", ("premise", "hypothesis")),
+            hub=HubSource("allenai/scitail", "tsv_format", ("premise", "hypothesis")),
             folders=("", "scitail", "tsv_format", "SciTailV1.1/tsv_format", "scitail/tsv_format"),
             files=tuple((s, (f"scitail_1.0_{s}.tsv", f"{s}.tsv", f"{s}.csv")) for s in SPLITS),
             columns=(("premise",), ("hypothesis",), ("label",)),
             headerless=("premise", "hypothesis", "label"),
             label_aliases=(("entails", "entailment"), ("not_entailment", "neutral")),
         ),
-        _glue("mrpc", "MRPC", "similarity", _PARAPHRASE, folder="MRPC",
-              texts=("sentence1", "sentence2"), test=("msr_paraphrase_test.txt",),
+        _glue("mrpc", "MRPC", "similarity", _PARAPHRASE, texts=("sentence1", "sentence2"),
+              test=("msr_paraphrase_test.txt",),
               columns=(("#1 String", "text_a"), ("#2 String", "text_b"), ("Quality", "label")),
               digit_labels=True, metrics=("f1", "accuracy"),
               note="Dev: 408 pairs. MRPC's test labels are public in the original release: "
@@ -257,16 +236,15 @@ TASKS: dict[str, TaskSpec] = {
         # the shared data's two QQP subsets are one draw of train split 90/10: the 8,999 train,
         # the 1,000 held apart are the evaluation split where there is no dev.tsv (named, not
         # globbed, so that the held-apart file can never be read as training data)
-        _glue("qqp", "QQP", "similarity", _PARAPHRASE, folder="QQP",
-              texts=("question1", "question2"), train=("train_subset_8999.json",),
-              dev=("train_subset_1000.json",),
+        _glue("qqp", "QQP", "similarity", _PARAPHRASE, texts=("question1", "question2"),
+              train=("train_subset_8999.json",), dev=("train_subset_1000.json",),
               columns=(("question1", "text_a"), ("question2", "text_b"), ("is_duplicate", "label")),
               digit_labels=True, metrics=("f1", "accuracy"),
               note="Dev: 40,430 pairs (the hub or the GLUE download). The shared data has no dev "
               "file: there, the evaluation split 'dev' is train_subset_1000.json, 1,000 pairs of "
               "QQP's TRAINING set held apart from the 8,999 of train_subset_8999.json (the other "
               "10% of the same draw, disjoint from it), not GLUE's dev set; say so."),
-        _glue("stsb", "STS-B", "similarity", (), folder="STS-B", texts=("sentence1", "sentence2"),
+        _glue("stsb", "STS-B", "similarity", (), texts=("sentence1", "sentence2"),
               columns=(("sentence1",), ("sentence2",), ("score",)), metrics=("pearson", "spearman"),
               note="Dev: 1,500 pairs; labels are similarity scores in [0, 5]."),
         _race("race_m", "RACE-m", "middle", ("middle",), "Middle school only: test 1,436 "
@@ -294,7 +272,7 @@ TASKS: dict[str, TaskSpec] = {
             split_note="Zero-shot only in the paper (Figure 2 right), which does not say which "
             "split it scored; test (564 sentences) is the natural choice. Texts are (sentence, "
             "pronoun), answers the two candidate antecedents.",
-            hub=_hub("community-datasets/definite_pronoun_resolution", "plain_text",
+            hub=HubSource("community-datasets/definite_pronoun_resolution", "plain_text",
                      ("sentence", "pronoun"), answers="candidates",
                      splits=(("train", "train"), ("test", "test"))),
             splits=("train", "test"), folders=("", "dprd", "DPRD"),

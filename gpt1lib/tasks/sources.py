@@ -1,10 +1,8 @@
-"""Where a run's data comes from, behind one interface: ``open_source(value)``.
-
-Every source gives a task's ``examples`` of a split, where they come from (``describe``;
-``location``, relative to the source), how many a split holds (``count``), and for a corpus the
-``token_ids`` it stores and the ``tokenizer_folder`` that made them (None: it holds text).
-``Files``: "fixture", "hub" or a folder (or file) in the official layouts; ``Bundle``: a folder
-with a ``manifest.json`` (``python -m gpt1lib.harness.bundle``) for a machine without a network.
+"""Where a run's data comes from, behind one interface: ``open_source(value)``, ``Files``
+("fixture", "hub" or a folder or file in the official layouts) or a ``Bundle`` (a folder with a
+``manifest.json``, ``python -m gpt1lib.harness.bundle``, for a machine without a network).
+Either gives a task's ``examples``, where they come from (``describe``; ``location``, relative
+to the source), ``count``, and for a corpus the ``token_ids`` it stores (None: it holds text).
 """
 
 from __future__ import annotations
@@ -46,29 +44,28 @@ class Files:
     def count(self, spec: TaskSpec, split: str) -> int:
         return len(self.examples(spec, split))
 
-    def describe(self, spec: TaskSpec, split: str) -> str:
-        if self._val_only(spec):
-            half = "the half fine-tuned on" if split == "train" else "the other half, scored"
-            return f"{find(spec, 'train', self.value)} ({half}: no test file)"
-        if self.value != "hub":
-            return str(find(spec, split, self.value))
-        if spec.hub is None:
-            return f"no hub copy ({spec.manual})"
-        return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
-
-    def location(self, spec: TaskSpec, split: str) -> str:
+    def describe(self, spec: TaskSpec, split: str, relative: bool = False) -> str:
         if self.value == "hub":
-            return self.describe(spec, split)
+            if spec.hub is None:
+                return f"no hub copy ({spec.manual})"
+            return f"hub {spec.hub.repo} (config {spec.hub.config}, split {spec.hub.split(split)})"
         halves = self._val_only(spec)
         path = find(spec, "train" if halves else split, self.value)
         root = FIXTURES if self.value == "fixture" else Path(self.value)
-        if root.is_file() or path == root:  # the file (or RACE split folder) itself
-            return f"{path.parent.name}/{path.name}"
-        where = path.relative_to(root).as_posix()
+        if not relative:
+            where = str(path)
+        elif root.is_file() or path == root:  # the file (or RACE split folder) itself
+            where = f"{path.parent.name}/{path.name}"
+        else:
+            where = path.relative_to(root).as_posix()
+            where = f"fixture:{where}" if self.value == "fixture" else where
         if halves:
-            where += " (the half fine-tuned on" if split == "train" else " (the other half, scored"
-            where += ": no test file)"
-        return f"fixture:{where}" if self.value == "fixture" else where
+            half = "the half fine-tuned on" if split == "train" else "the other half, scored"
+            where += f" ({half}: no test file)"
+        return where
+
+    def location(self, spec: TaskSpec, split: str) -> str:
+        return self.describe(spec, split, relative=True)
 
     def token_ids(self, split: str) -> np.ndarray | None:
         return None  # text: the run tokenises it
