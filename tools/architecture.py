@@ -62,8 +62,7 @@ CORE = (
 #: The ceilings, enforced, in non-blank lines: the package, the paper core and the harness.
 #: Ceilings describe the design and go down, never up to fit a change.
 CEILINGS = {"gpt1lib": 9800, "paper core": 4550, "the harness": 1525}
-#: Issue 44's goals for a slim library, printed with how far each is: the ceilings go down to
-#: them (issue 44 stays open until they are the ceilings).
+#: Issue 44's goals for a slim library, printed beside the ceilings with how far each is.
 GOALS = {"gpt1lib": 8000, "paper core": 4300, "the harness": 1200}
 MODULE_LINES, FUNCTION_LINES, SHARED_NOTEBOOK_CODE = 400, 60, 0.15
 #: The recorded run's scheduling code (the units, their predictions, the runner).
