@@ -194,9 +194,13 @@ class Updates:
             if out is not None:
                 return self._updated(out, lr)
         check = self.done == 0
+        sums, bad = self.sums.clone(), self.bad  # before this update
 
         def step(chunks: list[list]) -> None:
-            self.opt.zero_grad(set_to_none=True)  # what an update out of memory left
+            # what an update out of memory left: its gradients, and its first parts' losses
+            self.opt.zero_grad(set_to_none=True)
+            self.sums.copy_(sums)
+            self.bad = bad
             losses = (self._loss(c, len(c) / len(items)) for c in chunks)
             train_step(self.model, self.opt, lr, losses, cfg.grad_clip, self.scaler, check)
 

@@ -298,11 +298,14 @@ def _finetune(c, cfg=NOISELESS, **faults):
         return finetune(model, c.tok, FinetuneRun("sst2", cfg, progress=False))
 
 
-def _oom_above(n: int, real):
-    """``real`` (a forward pass), out of GPU memory for a batch of more than ``n`` examples."""
+def _oom_above(n: int, real, call: int | None = None):
+    """``real`` (a forward pass), out of GPU memory for a batch of more than ``n`` examples, and
+    at its ``call``-th call whatever the batch."""
+    calls = [0]
 
     def forward(self, batch, *a, **k):
-        if batch.labels.size(0) > n:
+        calls[0] += 1
+        if batch.labels.size(0) > n or calls[0] == call:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected)")
         return real(self, batch, *a, **k)
 
@@ -325,10 +328,13 @@ def finetune_loss_not_finite(c):
     _finetune(c, **{"gpt1lib.finetune.task_loss": nan_at_3})
 
 
-@fault(match=r"^micro-batches 2, the same losses: True$")
+@fault(match=r"^micro-batches 4, the same losses: True$")
 def finetune_out_of_gpu_memory(c):
     plain = _finetune(c)
-    split = _finetune(c, **{"gpt1lib.heads.TaskModel.forward": _oom_above(4, TaskModel.forward)})
+    # out of memory at batch 8, then in 2 micro-batches of 4 at the second update's second one
+    # (calls: 8 | 4, 4 | 4, 4): its first one's losses must not count twice
+    oom = _oom_above(4, TaskModel.forward, call=5)
+    split = _finetune(c, **{"gpt1lib.heads.TaskModel.forward": oom})
     said = [r["value"] for r in split.records if r["metric"] == "micro_batches"]
     same = [r["value"] for r in plain.records if r["metric"] in ("loss", "accuracy")]
     again = [r["value"] for r in split.records if r["metric"] in ("loss", "accuracy")]
